@@ -1,0 +1,102 @@
+"""Build the Cython/C++ extensions of cuzk.
+
+Every ``cuzk/_native/*.pyx`` becomes one extension module, compiled as C++17.
+Modules that ``cimport cuda.bindings.cydriver`` need ``cuda.h`` at build time,
+at least as new as cuda-bindings' ``.pxd`` files; ``find_cuda_include`` looks in
+pip's ``nvidia/cu13/include`` (the nvidia-cuda-runtime wheel), ``$CUDA_HOME``,
+``$CUDA_PATH`` and ``/usr/local/cuda`` and takes the newest.  Nothing links
+libcuda: cuda-bindings loads the driver at run time.
+
+Environment:
+  CUZK_NATIVE_ARCH=0   build for generic x86-64 instead of -march=native.
+  CUZK_DEBUG=1         -O0 -g.
+  CUZK_ONLY=a,b        build only these modules (development: parallel builds).
+"""
+import glob
+import os
+import re
+import sys
+import sysconfig
+
+from setuptools import Extension, setup
+
+
+def _cuda_version(include_dir):
+    try:
+        with open(os.path.join(include_dir, "cuda.h"), encoding="latin-1") as f:
+            m = re.search(r"^#define\s+CUDA_VERSION\s+(\d+)", f.read(), re.M)
+        return int(m.group(1)) if m else None
+    except OSError:
+        return None
+
+
+def find_cuda_include():
+    """Return the directory holding the newest cuda.h found, or None."""
+    candidates = []
+    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    paths.update(p for p in sys.path if p)
+    for base in paths:
+        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include"):
+            candidates.append(os.path.join(base, sub))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "include"))
+    candidates.append("/usr/local/cuda/include")
+    found = [(v, d) for d in candidates if (v := _cuda_version(d))]
+    if not found:
+        return None
+    found.sort(reverse=True)
+    return found[0][1]
+
+
+def cuda_bindings_include():
+    try:
+        import cuda.bindings
+    except ImportError:
+        return None
+    return os.path.dirname(os.path.dirname(os.path.dirname(cuda.bindings.__file__)))
+
+
+def extensions():
+    import numpy
+
+    debug = os.environ.get("CUZK_DEBUG") == "1"
+    cflags = ["-std=c++17", "-pthread", "-fno-strict-aliasing", "-Wno-unused-function"]
+    if debug:
+        cflags += ["-O0", "-g"]
+    else:
+        cflags += ["-O3", "-fno-math-errno"]
+        if os.environ.get("CUZK_NATIVE_ARCH", "1") != "0":
+            cflags.append("-march=native")
+    incs = [numpy.get_include(), "cuzk/_native/include"]
+    cuda_inc = find_cuda_include()
+    only = {m for m in os.environ.get("CUZK_ONLY", "").split(",") if m}
+    exts = []
+    for pyx in sorted(glob.glob("cuzk/_native/*.pyx")):
+        stem = os.path.splitext(os.path.basename(pyx))[0]
+        if only and stem not in only:
+            continue
+        name = "cuzk._native." + stem
+        with open(pyx, encoding="utf-8") as f:
+            needs_cuda = "cuda.bindings" in f.read()
+        inc = list(incs)
+        if needs_cuda:
+            if cuda_inc is None:
+                raise RuntimeError(
+                    f"{pyx} needs cuda.h: install nvidia-cuda-runtime or set CUDA_HOME")
+            inc.append(cuda_inc)
+        exts.append(Extension(
+            name, [pyx], language="c++", include_dirs=inc,
+            extra_compile_args=cflags, extra_link_args=["-pthread"],
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+            depends=glob.glob("cuzk/_native/include/cuzk/*.hpp") + glob.glob("cuzk/_native/*.pxd"),
+        ))
+    from Cython.Build import cythonize
+    return cythonize(
+        exts, language_level=3, nthreads=int(os.environ.get("CUZK_CYTHON_JOBS", "0")),
+        compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True,
+                             "embedsignature": True},
+    )
+
+
+setup(ext_modules=extensions())
