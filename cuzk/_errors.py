@@ -1,0 +1,67 @@
+"""Typed, picklable exceptions shared by every layer of cuzk."""
+
+__all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable"]
+
+
+class CuzkError(Exception):
+    """Base class of every error cuzk raises on purpose."""
+
+
+class FormatError(CuzkError, ValueError):
+    """A file or buffer does not hold what its format requires.
+
+    Parameters
+    ----------
+    path : str or None
+        The file (or a label such as ``"<bytes>"``).
+    offset : int or None
+        Byte offset of the first bad byte.
+    expected : str
+        What the format requires there.
+    """
+
+    def __init__(self, path, offset, expected):
+        self.path, self.offset, self.expected = path, offset, expected
+        where = str(path) if path is not None else "<input>"
+        if offset is not None:
+            where += f" at offset {offset}"
+        super().__init__(f"{where}: expected {expected}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.offset, self.expected))
+
+
+class CudaError(CuzkError, RuntimeError):
+    """A CUDA driver call failed: ``call`` names it, ``code``/``name`` is its CUresult."""
+
+    def __init__(self, call, code, name="", message=""):
+        self.call, self.code, self.name, self.message = call, int(code), name, message
+        super().__init__(f"{call} failed: {name or code} ({int(code)}){': ' + message if message else ''}")
+
+    def __reduce__(self):
+        return (type(self), (self.call, self.code, self.name, self.message))
+
+
+class NvrtcError(CuzkError, RuntimeError):
+    """NVRTC failed; ``log`` holds the compiler log when there is one."""
+
+    def __init__(self, call, code, log="", name=""):
+        self.call, self.code, self.log, self.name = call, int(code), log, name
+        msg = f"{call} failed: {name or code} ({int(code)})"
+        if log:
+            msg += "\n" + log
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.call, self.code, self.log, self.name))
+
+
+class BackendUnavailable(CuzkError, RuntimeError):
+    """The requested backend cannot be used here (``reason`` says why)."""
+
+    def __init__(self, backend, reason):
+        self.backend, self.reason = backend, reason
+        super().__init__(f"backend {backend!r} unavailable: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.backend, self.reason))
