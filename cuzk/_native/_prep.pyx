@@ -1,0 +1,118 @@
+# cython: language_level=3
+"""prep_msm on the CPU: split a partition's aux scalars into zeros, ones and a full-value tail."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport uint64_t
+from libc.stddef cimport size_t
+
+cnp.import_array()
+
+__all__ = ["prep_msm"]
+
+cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
+    cdef cppclass fr_t:
+        pass
+    ctypedef struct prep_query_t:
+        uint64_t* ones
+        uint64_t* tail_scalars
+        uint64_t* tail_idx
+        size_t n_ones
+        size_t n_tail
+    ctypedef struct prep_counts_t:
+        size_t ones[3]
+        size_t full[3]
+    prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a_aux,
+                             const uint64_t* b_aux, size_t threads)
+    void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
+                   const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
+                   prep_query_t* q, size_t threads)
+    size_t popcount_words(const uint64_t* w, size_t nbits)
+
+
+def _words(name, w, nbits):
+    w = np.ascontiguousarray(w, dtype=np.uint64)
+    need = (nbits + 63) // 64
+    if w.ndim != 1 or w.shape[0] < need:
+        raise ValueError(f"{name}: need {need} uint64 words for {nbits} bits, got shape {w.shape}")
+    if w.shape[0] == 0:
+        w = np.zeros(1, dtype=np.uint64)
+    return w
+
+
+def _fr(name, a):
+    if not isinstance(a, np.ndarray) or a.dtype != np.uint64 or a.ndim != 2 or a.shape[1] != 4:
+        raise ValueError(f"{name}: expected a uint64 array of shape (n, 4) (Montgomery Fr)")
+    return np.ascontiguousarray(a)
+
+
+def prep_msm(inputs, aux, a_aux, b_input, b_aux, int threads=0):
+    """Classify a partition's scalars for batch addition and tail MSMs.
+
+    Parameters
+    ----------
+    inputs, aux : ndarray uint64 (n, 4)
+        Montgomery Fr assignments (inputs[0] is the constant 1).
+    a_aux, b_input, b_aux : ndarray uint64
+        Density bit vectors (bit i of word i // 64): aux in A, inputs in B, aux in B.
+    threads : int
+        Worker threads (0 = all cores). Runs without the GIL.
+
+    Returns
+    -------
+    dict with, for q in ``("l", "a", "b")``: ``q + "_ones"`` (uint64 bitmap over the query's
+    density-compacted SRS index space), ``q + "_tail_scalars"`` (uint64 (m, 4) canonical),
+    ``q + "_tail_idx"`` (uint64 (m,) SRS indices, increasing), ``q + "_n_ones"``, and
+    ``q + "_size"`` (the number of SRS points of the query).
+    """
+    inputs = _fr("inputs", inputs)
+    aux = _fr("aux", aux)
+    cdef size_t n_in = inputs.shape[0], n_aux = aux.shape[0]
+    a_aux = _words("a_aux", a_aux, n_aux)
+    b_aux = _words("b_aux", b_aux, n_aux)
+    b_input = _words("b_input", b_input, n_in)
+    cdef uint64_t[:, ::1] v_in = inputs if n_in else np.zeros((1, 4), np.uint64)
+    cdef uint64_t[:, ::1] v_aux = aux if n_aux else np.zeros((1, 4), np.uint64)
+    cdef uint64_t[::1] w_a = a_aux, w_b = b_aux, w_bi = b_input
+    cdef prep_counts_t cnt
+    cdef size_t nt = threads if threads > 0 else 0
+    with nogil:
+        cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], nt)
+    cdef size_t pa, pb, pbi
+    with nogil:
+        pa = popcount_words(&w_a[0], n_aux)
+        pb = popcount_words(&w_b[0], n_aux)
+        pbi = popcount_words(&w_bi[0], n_in)
+    sizes = [n_aux, n_in + pa, pbi + pb]
+    tails = [cnt.full[0], cnt.full[1] + n_in, cnt.full[2] + pbi]
+    out = {}
+    cdef prep_query_t q[3]
+    cdef uint64_t[::1] ones_v
+    cdef uint64_t[:, ::1] ts_v
+    cdef uint64_t[::1] ti_v
+    keep = []
+    for k, name in enumerate(("l", "a", "b")):
+        ones = np.zeros(max(1, (sizes[k] + 63) // 64), dtype=np.uint64)
+        ts = np.empty((max(1, tails[k]), 4), dtype=np.uint64)
+        ti = np.empty(max(1, tails[k]), dtype=np.uint64)
+        keep.append((ones, ts, ti))
+        ones_v = ones
+        ts_v = ts
+        ti_v = ti
+        q[k].ones = &ones_v[0]
+        q[k].tail_scalars = &ts_v[0, 0]
+        q[k].tail_idx = &ti_v[0]
+        q[k].n_ones = 0
+        q[k].n_tail = 0
+    with nogil:
+        prep_fill(<const fr_t*>&v_in[0, 0], n_in, <const fr_t*>&v_aux[0, 0], n_aux,
+                  &w_a[0], &w_bi[0], &w_b[0], q, nt)
+    for k, name in enumerate(("l", "a", "b")):
+        ones, ts, ti = keep[k]
+        if q[k].n_tail != tails[k]:
+            raise RuntimeError(f"prep_msm: {name} tail count mismatch {q[k].n_tail} != {tails[k]}")
+        out[name + "_ones"] = ones[: (sizes[k] + 63) // 64]
+        out[name + "_tail_scalars"] = ts[: tails[k]]
+        out[name + "_tail_idx"] = ti[: tails[k]]
+        out[name + "_n_ones"] = int(q[k].n_ones)
+        out[name + "_size"] = int(sizes[k])
+    return out

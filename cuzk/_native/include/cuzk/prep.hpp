@@ -1,0 +1,153 @@
+// prep_msm: split a partition's witness for the bit-scalar MSM strategy (DESIGN §2 stage 1).
+//
+// For each query Q in {L, A, B} the SRS points are indexed in Q's density-compacted space:
+//   L: aux j                       -> j
+//   A: input i                     -> i;  aux j with a_aux bit -> n_in + rank(a_aux, j)
+//   B: input i with b_input bit    -> rank(b_input, i); aux j with b_aux bit -> popcount(b_input) + rank(b_aux, j)
+// Every aux scalar (Montgomery) is classified: 0 (skipped), 1 (a bit in Q's `ones` bitmap: batch
+// addition) or full (appended to Q's tail as canonical scalar + SRS index). Inputs always go to
+// the tail (canonical), whatever their value. Tails are ordered by SRS index.
+// Parallel within one partition: per-chunk counts, prefix sums, fill; bitmap words shared by two
+// chunks are merged with atomic OR. Cost: one pass over aux (n_aux·32 bytes) plus the outputs.
+#pragma once
+#include <atomic>
+#include <vector>
+
+#include "ff.hpp"
+#include "parallel.hpp"
+
+namespace cuzk {
+
+static CUZK_INLINE bool bit_at(const uint64_t* w, size_t i) { return (w[i >> 6] >> (i & 63)) & 1; }
+
+inline size_t popcount_words(const uint64_t* w, size_t nbits) {
+    size_t c = 0, full = nbits >> 6;
+    for (size_t i = 0; i < full; i++) c += (size_t)__builtin_popcountll(w[i]);
+    if (nbits & 63) c += (size_t)__builtin_popcountll(w[full] & ((1ULL << (nbits & 63)) - 1));
+    return c;
+}
+
+struct prep_query_t {
+    uint64_t* ones;       // bitmap over the query's SRS index space (zeroed by the caller)
+    uint64_t* tail_scalars;  // (cap, 4) canonical
+    uint64_t* tail_idx;   // (cap,)
+    size_t n_ones, n_tail;
+};
+
+struct prep_counts_t {
+    size_t ones[3], full[3];  // per query L, A, B (aux only)
+};
+
+// Pass 1 of prep: counts (for sizing outputs). Densities over aux: a_aux, b_aux.
+inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a_aux,
+                                const uint64_t* b_aux, size_t threads) {
+    size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
+    std::vector<prep_counts_t> part(T);
+    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
+        prep_counts_t c{};
+        for (size_t j = b; j < e; j++) {
+            const fr_t& v = aux[j];
+            if (v.is_zero()) continue;
+            int q = v.is_one() ? 0 : 1;
+            size_t* dst = q ? c.full : c.ones;
+            dst[0]++;
+            if (bit_at(a_aux, j)) dst[1]++;
+            if (bit_at(b_aux, j)) dst[2]++;
+        }
+        part[t] = c;
+    });
+    prep_counts_t tot{};
+    for (auto& c : part)
+        for (int q = 0; q < 3; q++) { tot.ones[q] += c.ones[q]; tot.full[q] += c.full[q]; }
+    return tot;
+}
+
+// Pass 2: fill. q[0..2] = L, A, B outputs sized from prep_count (+ inputs in the tails of A, B).
+inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
+                      const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
+                      prep_query_t* q, size_t threads) {
+    // inputs first: they come first in the A and B index spaces, so tails stay index-ordered
+    size_t ta = 0, tb = 0, rb = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        uint64_t c[4];
+        inputs[i].to_canonical(c);
+        std::memcpy(q[1].tail_scalars + 4 * ta, c, 32);
+        q[1].tail_idx[ta++] = i;
+        if (bit_at(b_input, i)) {
+            std::memcpy(q[2].tail_scalars + 4 * tb, c, 32);
+            q[2].tail_idx[tb++] = rb++;
+        }
+    }
+    const size_t a_base = n_in, b_base = rb;
+    size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
+    // per chunk: full counts and density ranks at the chunk start
+    struct chunk_t { size_t full[3], ra, rb; };
+    std::vector<chunk_t> cnt(T), start(T);
+    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
+        chunk_t c{};
+        for (size_t j = b; j < e; j++) {
+            bool ia = bit_at(a_aux, j), ib = bit_at(b_aux, j);
+            c.ra += ia; c.rb += ib;
+            const fr_t& v = aux[j];
+            if (v.is_zero() || v.is_one()) continue;
+            c.full[0]++; c.full[1] += ia; c.full[2] += ib;
+        }
+        cnt[t] = c;
+    });
+    // exclusive prefix sums: where each chunk starts writing (tails after the inputs)
+    chunk_t run{{0, ta, tb}, 0, 0};
+    for (size_t t = 0; t < T; t++) {
+        start[t] = run;
+        for (int k = 0; k < 3; k++) run.full[k] += cnt[t].full[k];
+        run.ra += cnt[t].ra; run.rb += cnt[t].rb;
+    }
+    std::atomic<size_t> ones_tot[3] = {{0}, {0}, {0}};
+    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
+        chunk_t c = start[t];
+        size_t nones[3] = {0, 0, 0};
+        // bitmap words: accumulate locally per query and flush with atomic OR
+        uint64_t acc[3] = {0, 0, 0};
+        size_t accw[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        auto setbit = [&](int k, size_t idx) {
+            size_t w = idx >> 6;
+            if (w != accw[k]) {
+                if (accw[k] != SIZE_MAX && acc[k])
+                    __atomic_fetch_or(&q[k].ones[accw[k]], acc[k], __ATOMIC_RELAXED);
+                accw[k] = w; acc[k] = 0;
+            }
+            acc[k] |= 1ULL << (idx & 63);
+            nones[k]++;
+        };
+        size_t ra = c.ra, rbb = c.rb;
+        for (size_t j = b; j < e; j++) {
+            bool ia = bit_at(a_aux, j), ib = bit_at(b_aux, j);
+            size_t ia_idx = a_base + ra, ib_idx = b_base + rbb;
+            ra += ia; rbb += ib;
+            const fr_t& v = aux[j];
+            if (v.is_zero()) continue;
+            if (v.is_one()) {
+                setbit(0, j);
+                if (ia) setbit(1, ia_idx);
+                if (ib) setbit(2, ib_idx);
+                continue;
+            }
+            uint64_t cs[4];
+            v.to_canonical(cs);
+            std::memcpy(q[0].tail_scalars + 4 * c.full[0], cs, 32);
+            q[0].tail_idx[c.full[0]++] = j;
+            if (ia) { std::memcpy(q[1].tail_scalars + 4 * c.full[1], cs, 32); q[1].tail_idx[c.full[1]++] = ia_idx; }
+            if (ib) { std::memcpy(q[2].tail_scalars + 4 * c.full[2], cs, 32); q[2].tail_idx[c.full[2]++] = ib_idx; }
+        }
+        for (int k = 0; k < 3; k++) {
+            if (accw[k] != SIZE_MAX && acc[k])
+                __atomic_fetch_or(&q[k].ones[accw[k]], acc[k], __ATOMIC_RELAXED);
+            ones_tot[k] += nones[k];
+        }
+    });
+    for (int k = 0; k < 3; k++) q[k].n_ones = ones_tot[k];
+    q[0].n_tail = run.full[0];
+    q[1].n_tail = run.full[1];
+    q[2].n_tail = run.full[2];
+}
+
+}  // namespace cuzk

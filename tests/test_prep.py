@@ -1,0 +1,86 @@
+"""prep_msm against a direct Python classification (independent of the C++ index arithmetic)."""
+import numpy as np
+import pytest
+
+from cuzk._native._prep import prep_msm
+
+R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+RM = 2**256 % R
+
+
+def to_mont(vals):
+    out = np.zeros((len(vals), 4), dtype=np.uint64)
+    for i, v in enumerate(vals):
+        m = v * RM % R
+        for k in range(4):
+            out[i, k] = (m >> (64 * k)) & (2**64 - 1)
+    return out
+
+
+def limbs_to_int(row):
+    return sum(int(x) << (64 * k) for k, x in enumerate(row))
+
+
+def bits_to_words(bits):
+    n = len(bits)
+    w = np.zeros(max(1, (n + 63) // 64), dtype=np.uint64)
+    for i, b in enumerate(bits):
+        if b:
+            w[i // 64] |= np.uint64(1 << (i % 64))
+    return w
+
+
+def reference(inputs, aux, a_bits, bi_bits, b_bits):
+    n_in = len(inputs)
+    spaces = {
+        "l": [("aux", j) for j in range(len(aux))],
+        "a": [("in", i) for i in range(n_in)] + [("aux", j) for j in range(len(aux)) if a_bits[j]],
+        "b": [("in", i) for i in range(n_in) if bi_bits[i]] + [("aux", j) for j in range(len(aux)) if b_bits[j]],
+    }
+    out = {}
+    for q, space in spaces.items():
+        ones, tail = set(), []
+        for idx, (kind, j) in enumerate(space):
+            v = inputs[j] if kind == "in" else aux[j]
+            if kind == "in":
+                tail.append((v, idx))
+            elif v == 1:
+                ones.add(idx)
+            elif v != 0:
+                tail.append((v, idx))
+        out[q] = (ones, tail, len(space))
+    return out
+
+
+@pytest.mark.parametrize("n_in,n_aux,threads", [(1, 0, 1), (3, 1, 1), (5, 200, 1), (7, 5000, 2),
+                                                  (2, 300_000, 0), (4, 300_001, 3)])
+def test_prep_matches_reference(n_in, n_aux, threads):
+    rng = np.random.default_rng(n_aux + n_in)
+    kind = rng.choice(3, size=n_aux, p=[0.45, 0.45, 0.10])
+    aux = [0 if k == 0 else 1 if k == 1 else int(rng.integers(2, 2**62)) * int(rng.integers(1, 2**62)) % R
+           for k in kind]
+    inputs = [1] + [int(rng.integers(0, 3)) if i % 2 else int(rng.integers(0, 2**62)) for i in range(1, n_in)]
+    a_bits = rng.random(n_aux) < 0.997
+    b_bits = rng.random(n_aux) < 0.25
+    bi_bits = rng.random(n_in) < 0.5
+    got = prep_msm(to_mont(inputs), to_mont(aux), bits_to_words(a_bits), bits_to_words(bi_bits),
+                   bits_to_words(b_bits), threads=threads)
+    ref = reference(inputs, aux, a_bits, bi_bits, b_bits)
+    for q in "lab":
+        ones, tail, size = ref[q]
+        assert got[q + "_size"] == size
+        assert got[q + "_n_ones"] == len(ones)
+        words = got[q + "_ones"]
+        assert len(words) == (size + 63) // 64
+        got_ones = {w * 64 + b for w in range(len(words)) for b in range(64) if (int(words[w]) >> b) & 1}
+        assert got_ones == ones
+        assert [int(i) for i in got[q + "_tail_idx"]] == [i for _, i in tail]
+        assert [limbs_to_int(r) for r in got[q + "_tail_scalars"]] == [v for v, _ in tail]
+
+
+def test_prep_rejects_bad_shapes():
+    z = np.zeros((4, 4), np.uint64)
+    with pytest.raises(ValueError, match="aux"):
+        prep_msm(z, np.zeros((4, 3), np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="a_aux"):
+        prep_msm(z, np.zeros((200, 4), np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4, np.uint64))
