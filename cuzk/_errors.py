@@ -1,6 +1,7 @@
 """Typed, picklable exceptions shared by every layer of cuzk."""
 
-__all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable"]
+__all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
+           "ProofVerificationError"]
 
 
 class CuzkError(Exception):
@@ -65,3 +66,8 @@ class BackendUnavailable(CuzkError, RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.backend, self.reason))
+
+
+class ProofVerificationError(CuzkError):
+    """A freshly computed proof failed self-verification (``prove(..., verify=True)``):
+    the prover or the hardware produced a wrong result; nothing was returned."""
