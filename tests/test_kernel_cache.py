@@ -1,0 +1,358 @@
+"""NVRTC compilation and the on-disk kernel cache (no GPU needed)."""
+
+import os
+import shutil
+import sys
+import threading
+
+import pytest
+
+from cuzk import _kernels
+from cuzk._errors import NvrtcError
+from cuzk._native import _nvrtc
+
+_kernels.load_program_modules()
+PROGRAMS = sorted(_kernels.KERNELS)
+
+EM_CUDA = 190  # ELF e_machine of CUDA binaries
+
+
+def run_threaded(fn, nthreads):
+    """Run fn(i) on nthreads threads started together; re-raise the first error."""
+    barrier = threading.Barrier(nthreads)
+    errors = [None] * nthreads
+    results = [None] * nthreads
+
+    def body(i):
+        try:
+            barrier.wait()
+            results[i] = fn(i)
+        except BaseException as e:  # forwarded to the caller below
+            errors[i] = e
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty private cache directory."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("CUZK_CACHE_DIR", str(d))
+    monkeypatch.delenv("CUZK_KERNEL_CACHE", raising=False)
+    return d
+
+
+@pytest.fixture
+def cu_copy(tmp_path):
+    """A private copy of the kernel source tree."""
+    d = tmp_path / "cu"
+    shutil.copytree(_kernels.cu_root(), d)
+    return d
+
+
+@pytest.fixture
+def count_compiles(monkeypatch):
+    """Count NVRTC compilations (the real compiler still runs)."""
+    calls = []
+    real = _nvrtc.compile
+
+    def counting(*a, **k):
+        calls.append(a[1] if len(a) > 1 else k.get("name"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(_nvrtc, "compile", counting)
+    return calls
+
+
+def entries(d):
+    return sorted(p for p in d.iterdir() if not p.name.startswith(".")) if d.exists() else []
+
+
+def test_nvrtc_version_and_archs():
+    major, minor = _nvrtc.version()
+    assert major >= 12
+    assert 90 in _nvrtc.supported_archs()
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_registered_program_compiles_to_cubin_sm90(name, cache):
+    image = _kernels.compile_program(name, "sm_90")
+    assert image[:4] == b"\x7fELF"
+    assert int.from_bytes(image[18:20], "little") == EM_CUDA
+
+
+def test_selftest_is_registered():
+    assert _kernels.KERNELS["selftest"] == "util/selftest.cu"
+    assert os.path.isfile(os.path.join(_kernels.cu_root(), "util", "selftest.cu"))
+
+
+def test_compile_all_then_all_cached(cache):
+    first = _kernels.compile_all("sm_90")
+    assert [r[0] for r in first] == PROGRAMS
+    assert all(nbytes > 0 and secs >= 0 for _, nbytes, secs, _ in first)
+    second = _kernels.compile_all("sm_90")
+    assert all(cached for *_, cached in second)
+    assert [r[1] for r in second] == [r[1] for r in first]
+
+
+def test_ptx_target(cache):
+    ptx = _kernels.compile_program("selftest", "sm_90", target="ptx")
+    assert b".target sm_90" in ptx and b"cuzk_selftest_iota3" in ptx
+    assert not ptx.endswith(b"\0")
+
+
+def test_options():
+    opts = _kernels.nvrtc_options("selftest", "sm_90")
+    assert opts[0] == "-arch=sm_90"
+    assert "--std=c++17" in opts and "-default-device" in opts and "-DCUZK_NVRTC=1" in opts
+    assert f"-I{_kernels.cu_root()}" in opts
+    assert "--use_fast_math" not in opts
+    assert _kernels.nvrtc_options("selftest", 90, "ptx")[0] == "-arch=compute_90"
+    assert _kernels.nvrtc_options("selftest", "sm_90a")[0] == "-arch=sm_90a"
+    with pytest.raises(ValueError):
+        _kernels.nvrtc_options("selftest", "gfx90")
+    with pytest.raises(ValueError):
+        _kernels.nvrtc_options("selftest", "sm_90", "sass")
+    with pytest.raises(KeyError):
+        _kernels.nvrtc_options("no-such-program")
+
+
+def test_register_rules():
+    _kernels.register("selftest", "util/selftest.cu")  # identical: no-op
+    with pytest.raises(ValueError):
+        _kernels.register("selftest", "util/other.cu")
+    with pytest.raises(ValueError):
+        _kernels.register("escape", "../x.cu")
+    with pytest.raises(ValueError):
+        _kernels.register("abs", "/tmp/x.cu")
+    with pytest.raises(ValueError):
+        _kernels.register("bad name!", "util/selftest.cu")
+    assert "escape" not in _kernels.KERNELS and "abs" not in _kernels.KERNELS
+
+
+def test_defines_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
+    (cu_copy / "util" / "deftest.cu").write_text(
+        "#if CUZK_DEFTEST != 42\n#error CUZK_DEFTEST must be 42\n#endif\n"
+        'extern "C" __global__ void k(unsigned* d_o) { d_o[0] = CUZK_DEFTEST; }\n')
+    monkeypatch.setitem(_kernels.KERNELS, "deftest", "util/deftest.cu")
+    monkeypatch.setitem(_kernels._DEFINES, "deftest", (("CUZK_DEFTEST", "42"),))
+    assert "-DCUZK_DEFTEST=42" in _kernels.nvrtc_options("deftest", cu_root=cu_copy)
+    assert _kernels.compile_program("deftest", cu_root=cu_copy)[:4] == b"\x7fELF"
+    monkeypatch.setitem(_kernels._DEFINES, "deftest", (("CUZK_DEFTEST", "41"),))
+    with pytest.raises(NvrtcError, match="CUZK_DEFTEST must be 42"):
+        _kernels.compile_program("deftest", cu_root=cu_copy)
+
+
+# --------------------------------------------------------------------------- keys
+
+def test_key_is_stable_and_independent_of_install_path(cu_copy, monkeypatch):
+    k = _kernels.cache_key("selftest", "sm_90")
+    assert k == _kernels.cache_key("selftest", "sm_90")
+    assert len(k) == 64 and int(k, 16) >= 0
+    assert _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy) == k
+    monkeypatch.setenv("CUZK_CU_DIR", str(cu_copy))
+    assert _kernels.cu_root() == str(cu_copy)
+    assert _kernels.cache_key("selftest", "sm_90") == k
+
+
+def test_key_changes_with_arch_target_and_options():
+    base = _kernels.cache_key("selftest", "sm_90")
+    others = {
+        _kernels.cache_key("selftest", "sm_80"),
+        _kernels.cache_key("selftest", "sm_90", target="ptx"),
+        _kernels.cache_key("selftest", "sm_90",
+                           _kernels.nvrtc_options("selftest", "sm_90", extra_options=["-lineinfo"])),
+    }
+    assert base not in others and len(others) == 3
+
+
+def test_key_changes_when_any_cu_file_changes(cu_copy):
+    def key():
+        return _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy)
+
+    k0 = key()
+    seen = {k0}
+
+    def changed():
+        k = key()
+        assert k not in seen
+        seen.add(k)
+
+    top = cu_copy / "util" / "selftest.cu"
+    original = top.read_bytes()
+    top.write_bytes(original + b"\n")                  # the program's own source
+    changed()
+    top.write_bytes(original)
+    assert key() == k0
+    hdr = cu_copy / "ff" / "zz_unrelated.cuh"          # a new header elsewhere
+    hdr.parent.mkdir(exist_ok=True)
+    hdr.write_bytes(b"#pragma once\n")
+    changed()
+    hdr.write_bytes(b"#pragma once\n// edited\n")      # an edit to that header
+    changed()
+    hdr.rename(cu_copy / "ff" / "zz_renamed.cuh")      # same bytes, new path
+    changed()
+    sub = cu_copy / "ec" / "deep" / "x.cuh"            # a file in a new subdirectory
+    sub.parent.mkdir(parents=True)
+    sub.write_bytes(b"")
+    changed()
+    sub.unlink()                                        # deletion
+    (cu_copy / "ff" / "zz_renamed.cuh").unlink()
+    assert key() == k0  # back to the original tree: the original key
+
+
+def test_every_existing_file_is_hashed(cu_copy):
+    base = _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy)
+    files = sorted(p for p in cu_copy.rglob("*") if p.is_file())
+    assert files
+    for p in files:
+        data = p.read_bytes()
+        p.write_bytes(data + b" ")
+        assert _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy) != base, p
+        p.write_bytes(data)
+    assert _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy) == base
+
+
+def test_header_edit_triggers_recompile(cache, cu_copy, count_compiles):
+    inc = cu_copy / "util" / "zz_selftest_extra.cuh"
+    inc.write_text("#define CUZK_EXTRA 1\n")
+    a = _kernels.compile_program("selftest", cu_root=cu_copy)
+    assert _kernels.compile_program("selftest", cu_root=cu_copy) == a
+    assert len(count_compiles) == 1 and len(entries(cache)) == 1
+    inc.write_text("#define CUZK_EXTRA 2\n")
+    _kernels.compile_program("selftest", cu_root=cu_copy)
+    assert len(count_compiles) == 2 and len(entries(cache)) == 2
+
+
+# --------------------------------------------------------------------------- entries
+
+@pytest.mark.parametrize("damage", ["flip_payload", "flip_header_hash", "truncate_half", "truncate_header",
+                                    "empty", "garbage", "trailing"])
+def test_damaged_entry_is_recompiled(damage, cache, count_compiles):
+    good = _kernels.compile_program("selftest")
+    (entry,) = entries(cache)
+    raw = entry.read_bytes()
+    if damage == "flip_payload":
+        bad = raw[:-100] + bytes([raw[-100] ^ 1]) + raw[-99:]
+    elif damage == "flip_header_hash":
+        bad = raw[:60] + bytes([raw[60] ^ 0x80]) + raw[61:]
+    elif damage == "truncate_half":
+        bad = raw[:len(raw) // 2]
+    elif damage == "truncate_header":
+        bad = raw[:20]
+    elif damage == "empty":
+        bad = b""
+    elif damage == "garbage":
+        bad = os.urandom(len(raw))
+    else:
+        bad = raw + b"\0"
+    entry.write_bytes(bad)
+    again = _kernels.compile_program("selftest")
+    assert again == good
+    assert len(count_compiles) == 2
+    assert entry.read_bytes() == raw  # rewritten
+    _kernels.compile_program("selftest")
+    assert len(count_compiles) == 2  # and now a hit
+
+
+def test_entry_of_another_key_is_a_miss(cache, count_compiles):
+    a = _kernels.compile_program("selftest", "sm_90")
+    b = _kernels.compile_program("selftest", "sm_80")
+    ka, kb = _kernels.cache_key("selftest", "sm_90"), _kernels.cache_key("selftest", "sm_80")
+    pa, pb = cache / f"{ka}.cubin", cache / f"{kb}.cubin"
+    pa.write_bytes(pb.read_bytes())  # valid entry, wrong key
+    assert _kernels.compile_program("selftest", "sm_90") == a != b
+    assert len(count_compiles) == 3
+
+
+def test_concurrent_compile_gives_one_valid_entry(cache, count_compiles):
+    opts = ("-DCUZK_CONCURRENCY_TEST=1",)
+    images = run_threaded(lambda i: _kernels.compile_program("selftest", "sm_90", extra_options=opts), 8)
+    assert all(im == images[0] for im in images)
+    assert len(count_compiles) == 1
+    names = [p.name for p in cache.iterdir()]
+    assert len(names) == 1 and names[0].endswith(".cubin"), names  # no temp files left behind
+    key = _kernels.cache_key("selftest", "sm_90",
+                             _kernels.nvrtc_options("selftest", "sm_90", extra_options=opts))
+    assert names[0] == f"{key}.cubin"
+    assert _kernels._read_entry(str(cache / names[0]), key) == images[0]
+
+
+def test_concurrent_processes_give_one_valid_entry(cache, tmp_path):
+    import subprocess
+    code = ("import sys; from cuzk import _kernels; "
+            "sys.stdout.write(_kernels.compile_program('selftest', 'sm_86').hex()[:64])")
+    env = dict(os.environ, CUZK_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert len({o[0] for o in outs}) == 1
+    assert [p.suffix for p in cache.iterdir()] == [".cubin"]
+
+
+def test_unwritable_cache_dir_still_compiles(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"x")
+    monkeypatch.setenv("CUZK_CACHE_DIR", str(blocker / "sub"))
+    monkeypatch.setattr(_kernels, "_warned_unwritable", False)
+    assert _kernels.compile_program("selftest")[:4] == b"\x7fELF"
+    assert any("not writable" in r.getMessage() for r in caplog.records)
+
+
+def test_cache_can_be_disabled(cache, monkeypatch, count_compiles):
+    monkeypatch.setenv("CUZK_KERNEL_CACHE", "0")
+    _kernels.compile_program("selftest")
+    _kernels.compile_program("selftest")
+    assert len(count_compiles) == 2 and not entries(cache)
+
+
+# --------------------------------------------------------------------------- errors
+
+def test_nvrtc_error_carries_log():
+    src = b'extern "C" __global__ void k(unsigned* d_o) { d_o[0] = undefined_name_xyz; }\n'
+    with pytest.raises(NvrtcError) as ei:
+        _nvrtc.compile(src, "broken.cu", ["-arch=sm_90"])
+    e = ei.value
+    assert e.call == "nvrtcCompileProgram" and e.code != 0 and e.name
+    assert "undefined_name_xyz" in e.log and "broken.cu" in e.log
+    assert e.log in str(e)
+
+
+def test_broken_program_raises_and_caches_nothing(cache, cu_copy):
+    top = cu_copy / "util" / "selftest.cu"
+    top.write_bytes(top.read_bytes() + b"\nstatic_assert(false, \"cuzk broken on purpose\");\n")
+    with pytest.raises(NvrtcError) as ei:
+        _kernels.compile_program("selftest", cu_root=cu_copy)
+    assert "cuzk broken on purpose" in ei.value.log
+    assert str(top) in ei.value.log  # diagnostics name the real file
+    assert not entries(cache)
+
+
+def test_relative_include_from_program_directory(cache, cu_copy, monkeypatch):
+    (cu_copy / "util" / "zz_sibling.cuh").write_text("#define CUZK_SIBLING 5u\n")
+    (cu_copy / "util" / "reltest.cu").write_text(
+        '#include "zz_sibling.cuh"\n#include "util/zz_sibling.cuh"\n'
+        'extern "C" __global__ void k(unsigned* d_o) { d_o[0] = CUZK_SIBLING; }\n')
+    monkeypatch.setitem(_kernels.KERNELS, "reltest", "util/reltest.cu")
+    monkeypatch.setitem(_kernels._DEFINES, "reltest", ())
+    assert _kernels.compile_program("reltest", cu_root=cu_copy)[:4] == b"\x7fELF"
+
+
+def test_missing_program_modules_are_skipped_but_broken_ones_raise(tmp_path, monkeypatch):
+    monkeypatch.setattr(_kernels, "_PROGRAM_MODULES", ["cuzk._no_such_program_module_xyz"])
+    _kernels.load_program_modules()
+    (tmp_path / "cuzk_test_broken_progmod.py").write_text("import cuzk_missing_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_kernels, "_PROGRAM_MODULES", ["cuzk_test_broken_progmod"])
+    with pytest.raises(ModuleNotFoundError, match="cuzk_missing_dependency_xyz"):
+        _kernels.load_program_modules()
+    sys.modules.pop("cuzk_test_broken_progmod", None)
