@@ -65,7 +65,8 @@ def extensions():
     if debug:
         cflags += ["-O0", "-g"]
     else:
-        cflags += ["-O3", "-fno-math-errno"]
+        # -g0: debug info for the heavily inlined field code multiplies compile time
+        cflags += ["-O3", "-g0", "-fno-math-errno"]
         if os.environ.get("CUZK_NATIVE_ARCH", "1") != "0":
             cflags.append("-march=native")
     incs = [numpy.get_include(), "cuzk/_native/include"]
