@@ -1,0 +1,128 @@
+"""Groth16 parameter generation (test and benchmark circuits), compatible with bellperson.
+
+The result is what bellperson's ``generate_parameters`` (``src/groth16/generator.rs``) makes
+for the same circuit and toxic waste, with the standard generators as g1, g2:
+
+- ``H_i = τ^i·Z(τ)/δ · G1`` for i < n−1, Z(τ) = τ^n − 1, n = next_pow2(constraints);
+- ``IC_j = (β·u_j(τ) + α·v_j(τ) + w_j(τ))/γ · G1`` for the inputs, ``L_j`` the same over δ for
+  the aux variables, where u_j, v_j, w_j are the QAP polynomials of column j of A, B, C
+  (Σ over rows i of coeff·L_i(τ), L_i the Lagrange basis of the domain <ω>, ω = 7^((r−1)/n)
+  as bellperson and cuzk's NTT);
+- ``A = u_j(τ)·G1`` for every input, then for the aux variables in A (a_aux density);
+  ``B_G1 / B_G2 = v_j(τ)·G`` for the inputs in B (b_input density), then the aux variables in
+  B (b_aux density).  bellperson filters A/B points at infinity (u_j(τ) = 0) while its prover
+  selects by density (the variable occurs in the matrix); the two agree except when
+  u_j(τ) = 0 for a variable that occurs, which happens with probability ~1/r — we raise then;
+  likewise for an IC/L point at infinity (bellperson: ``UnconstrainedVariable``).
+- vk: α·G1, β·G1, β·G2, γ·G2, δ·G1, δ·G2, IC.
+
+Cost: 3 transposed sparse products, one batch inversion (Lagrange basis) and one
+fixed-base batch multiplication per group (about n + n_aux + |A| + |B| G1 points and |B| G2
+points), all native and multithreaded.
+"""
+from __future__ import annotations
+
+import random
+import secrets
+
+import numpy as np
+
+from ._assignment import R_MOD, fr_ints_to_mont
+from ._params import ProvingKey, VerifyingKey
+
+__all__ = ["keygen", "keygen_random", "domain_root_int"]
+
+
+def domain_root_int(log_n: int) -> int:
+    """ω of order 2^log_n: 7^((r−1)/2^log_n) mod r (bellperson / blstrs convention)."""
+    if not 0 <= log_n <= 32:
+        raise ValueError(f"log_n must be in 0..32, got {log_n}")
+    return pow(7, (R_MOD - 1) >> log_n, R_MOD)
+
+
+def _check_waste(**vals):
+    for name, v in vals.items():
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name} must be an int")
+        if not 0 < v < R_MOD:
+            raise ValueError(f"{name} must be in [1, r)")
+
+
+def _first_zero(arr) -> int:
+    if arr.shape[0] == 0:
+        return -1
+    z = np.flatnonzero(~arr.any(axis=1))
+    return int(z[0]) if z.size else -1
+
+
+def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
+           threads=None) -> ProvingKey:
+    """Groth16 proving key for ``r1cs`` (a :class:`cuzk._circuit.R1CS` that includes
+    bellperson's input rows) from toxic waste given as Python ints in [1, r).
+
+    Raises ValueError when τ lies in the evaluation domain, or when a variable is
+    unconstrained (IC/L point at infinity) or occurs in A/B with a QAP evaluation of zero
+    at τ (choose other toxic waste).
+    """
+    from ._native import _r1cs as nat
+
+    _check_waste(tau=tau, alpha=alpha, beta=beta, gamma=gamma, delta=delta)
+    n = r1cs.domain_size
+    log_n = n.bit_length() - 1
+    k = r1cs.n_inputs
+    nv = r1cs.n_vars
+    w_int = domain_root_int(log_n)
+    tau_m, alpha_m, beta_m, omega_m, ginv_m, dinv_m = fr_ints_to_mont(
+        [tau, alpha, beta, w_int, pow(gamma, -1, R_MOD), pow(delta, -1, R_MOD)])
+
+    # QAP evaluations at τ
+    lag = nat.lagrange_coeffs(tau_m, omega_m, n, threads=threads)
+    u, v, w = (nat.spmv_t(M.indptr, M.cols, M.vals, lag, nv, threads=threads)
+               for M in (r1cs.A, r1cs.B, r1cs.C))
+    del lag
+    ic_s = nat.qap_combine(u[:k], v[:k], w[:k], alpha_m, beta_m, ginv_m, threads=threads)
+    l_s = nat.qap_combine(u[k:], v[k:], w[k:], alpha_m, beta_m, dinv_m, threads=threads)
+    da, dbi, dba = r1cs.densities()
+    a_s = np.concatenate([u[:k], u[k:][da.to_bools()]])
+    b_s = np.concatenate([v[:k][dbi.to_bools()], v[k:][dba.to_bools()]])
+    del u, v, w
+    zt = (pow(tau, n, R_MOD) - 1) % R_MOD
+    h_first = fr_ints_to_mont([zt * pow(delta, -1, R_MOD) % R_MOD])[0]
+    h_s = nat.geometric(h_first, tau_m, n - 1, threads=threads)
+
+    for what, arr in (("IC", ic_s), ("L", l_s)):
+        i = _first_zero(arr)
+        if i >= 0:
+            raise ValueError(f"{what}[{i}] is the point at infinity: the variable is "
+                             "unconstrained (or the toxic waste is degenerate)")
+    for what, arr in (("A", a_s), ("B", b_s)):
+        i = _first_zero(arr)
+        if i >= 0:
+            raise ValueError(f"{what} query entry {i}: QAP evaluation is 0 at tau for a "
+                             "variable that occurs in the matrix; choose other toxic waste")
+
+    # one fixed-base pass per group; the ProvingKey arrays are row slices of its output
+    vk1 = fr_ints_to_mont([alpha, beta, delta])
+    vk2 = fr_ints_to_mont([beta, gamma, delta])
+    parts1 = [vk1, ic_s, h_s, l_s, a_s, b_s]
+    g1 = nat.fixed_base_mul("g1", np.concatenate(parts1), threads=threads)
+    del parts1
+    g2 = nat.fixed_base_mul("g2", np.concatenate([vk2, b_s]), threads=threads)
+    offs = np.cumsum([0, 3, ic_s.shape[0], h_s.shape[0], l_s.shape[0], a_s.shape[0],
+                      b_s.shape[0]])
+    sl = [g1[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+    vk = VerifyingKey(alpha_g1=sl[0][0], beta_g1=sl[0][1], beta_g2=g2[0], gamma_g2=g2[1],
+                      delta_g1=sl[0][2], delta_g2=g2[2], ic=sl[1])
+    return ProvingKey(vk, h=sl[2], l=sl[3], a=sl[4], b_g1=sl[5], b_g2=g2[3:])
+
+
+def keygen_random(r1cs, seed=None, threads=None) -> ProvingKey:
+    """:func:`keygen` with toxic waste drawn uniformly from [1, r): from the OS CSPRNG, or,
+    when ``seed`` is given, deterministically from it (test and benchmark parameters only)."""
+    rng = secrets.SystemRandom() if seed is None else random.Random(f"cuzk-keygen-{seed}")
+    n = r1cs.domain_size
+    while True:
+        tau, alpha, beta, gamma, delta = (rng.randrange(1, R_MOD) for _ in range(5))
+        if pow(tau, n, R_MOD) != 1:
+            break
+    return keygen(r1cs, tau, alpha, beta, gamma, delta, threads=threads)
