@@ -1,6 +1,28 @@
 """cuzk: Groth16 over BLS12-381 for Filecoin provers, on NVIDIA GPUs and on the CPU."""
 from ._version import __version__
-from ._errors import CuzkError, FormatError, CudaError, NvrtcError, BackendUnavailable
+from ._errors import (CuzkError, FormatError, CudaError, NvrtcError, BackendUnavailable,
+                      ProofVerificationError)
+from ._backend import cuda_available, resolve_backend
+from ._primitives import msm, ntt
+from ._params import (VerifyingKey, ProvingKey, read_params, write_params, read_vk, write_vk,
+                      encode_proof, decode_proof)
+from ._assignment import Assignment, Density
+from ._circuit import R1CS, porep_like
+from ._keygen import keygen, keygen_random
+from ._prover import prove, prove_partitions, public_inputs
+from ._verifier import verify, verify_batch
 
-__all__ = ["__version__", "CuzkError", "FormatError", "CudaError", "NvrtcError",
-           "BackendUnavailable"]
+__all__ = [
+    "__version__",
+    "CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
+    "ProofVerificationError",
+    "cuda_available", "resolve_backend",
+    "msm", "ntt",
+    "VerifyingKey", "ProvingKey", "read_params", "write_params", "read_vk", "write_vk",
+    "encode_proof", "decode_proof",
+    "Assignment", "Density",
+    "R1CS", "porep_like",
+    "keygen", "keygen_random",
+    "prove", "prove_partitions", "public_inputs",
+    "verify", "verify_batch",
+]
