@@ -1,0 +1,558 @@
+"""NTT family and the H stage over BLS12-381 Fr on a CUDA device.
+
+Conventions (the same as the CPU ``cuzk._native._ntt``): values are NumPy uint64
+arrays of shape (n, 4), Montgomery form (R = 2^256), n = 2^k.  The forward
+transform evaluates at ω^i with ω = 7^((r-1)/n); ``coset`` evaluates at 7·ω^i;
+``inverse`` undoes the matching forward transform (1/n included).
+
+Kernels: ``cuzk/cu/ntt/ntt.cu`` (program "ntt").  A transform of size 2^k is 1
+(k <= 11), 2 (k <= 20) or 3 passes over memory; each pass does up to 10 levels
+of the remainder tree in shared memory with per-node twiddles from a
+heap-ordered table (n Fr per table, 4 GiB at 2^27), computed once per device,
+size and kind and kept resident until ``release()``.  Bit-reversals are folded
+into the first or last pass, so the public functions take and return natural
+order at no extra pass.
+
+The H stage composes orders so no pass is spent on them: iNTT(a) (bit-reversed
+gather in its first pass, natural out) -> coset NTT (natural in, bit-reversed
+out; its first pass fused with the iNTT's last) for a, b and c; then
+(a·b - c)/Z pointwise fused into the first pass of the coset iNTT
+(bit-reversed in, natural out).  The inverse transforms inside H run unscaled
+and all the 1/n factors fold into the one pointwise constant:
+h = cosetINTT_raw((A'B' - n·C') · Z^-1 / n^3) with A' = n·A etc.
+18 kernel launches at 2^27 (7 transforms, 5 + 5 + 5 + 3 passes).
+"""
+
+import os
+import threading
+
+import numpy as np
+
+from . import _kernels
+
+__all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
+           "h_stage_device", "h_stage_inplace", "release", "pass_plan"]
+
+R_MODULUS = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+COSET_GENERATOR = 7
+#: largest supported transform, 2^MAX_LOG_SIZE (kernels allow up to 2^29; tables are n·32 bytes)
+MAX_LOG_SIZE = 28
+
+_R256 = (1 << 256) % R_MODULUS
+_R_TOP = R_MODULUS >> 192
+_FR_BYTES = 32
+
+# pass flags (cuzk/cu/ntt/ntt.cuh)
+F_INV, F_FWD, F_LOAD_BITREV, F_STORE_BITREV, F_POINTWISE, F_SCALE_OUT = 1, 2, 4, 8, 16, 32
+# Tiles hold 2^11 elements (64 KiB of shared memory, two blocks per SM) up to 2^20 and
+# 2^10 (32 KiB, four blocks per SM) for the 3-pass sizes: measured on an H200, 2^10
+# tiles run 2^27 in 40.0 ms vs 43.6 ms (bench/gpu_ntt_notes.md).  Up to 2^11 the whole
+# transform is one block.  CUZK_NTT_TILE_LOG=9..11 forces one tile size (experiments).
+_TILE_LOG_ENV = os.environ.get("CUZK_NTT_TILE_LOG")
+if _TILE_LOG_ENV is not None and not 9 <= int(_TILE_LOG_ENV) <= 11:
+    raise ValueError(f"CUZK_NTT_TILE_LOG must be 9, 10 or 11, got {_TILE_LOG_ENV}")
+_SINGLE_MAX_LOG = 11
+
+
+def _tile_log(lg_n):
+    if _TILE_LOG_ENV is not None:
+        return int(_TILE_LOG_ENV)
+    return 11 if lg_n <= 20 else 10
+
+
+_PASS_SMEM_MAX = (1 << 11) * _FR_BYTES   # the pass kernel's largest dynamic shared memory
+
+_kernels.register("ntt", "ntt/ntt.cu")
+
+
+def _driver():
+    from ._native import _driver as d
+    return d
+
+
+# --------------------------------------------------------------------------- host-side math
+
+def _mont(x):
+    return x * _R256 % R_MODULUS
+
+
+def _rows(ints):
+    """Python ints (canonical, < r) -> Montgomery uint64 array (k, 4)."""
+    raw = b"".join(_mont(v).to_bytes(32, "little") for v in ints)
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 4).astype(np.uint64)
+
+
+def _powers(base, count):
+    out, acc = [], 1
+    for _ in range(count):
+        out.append(acc)
+        acc = acc * base % R_MODULUS
+    return out
+
+
+def pass_plan(lg_n):
+    """The passes of a transform of size 2^lg_n, top bits first.
+
+    Returns
+    -------
+    list of (S, LC, lo)
+        Each pass covers bits [lo, lo+S) of the position with tiles of 2^LC
+        sub-problems (one launch of ``cuzk_ntt_pass``).
+    """
+    if not 1 <= lg_n <= MAX_LOG_SIZE:
+        raise ValueError(f"lg_n must be in [1, {MAX_LOG_SIZE}], got {lg_n}")
+    tile = _tile_log(lg_n)
+    if lg_n <= min(_SINGLE_MAX_LOG, tile):
+        return [(lg_n, 0, 0)]
+    k = 2 if lg_n <= 2 * min(tile, 10) else 3
+    sizes = [lg_n // k + (1 if i < lg_n % k else 0) for i in range(k)]
+    if sizes[0] > tile:
+        raise ValueError(f"2^{lg_n} does not fit in 3 passes of 2^{tile}-element tiles")
+    out, lo = [], lg_n
+    for s in sizes:
+        lo -= s
+        out.append((s, tile - s, lo))
+    return out
+
+
+def _check_fr(values, name):
+    """Validate a (n, 4) uint64 array of reduced Montgomery elements; returns it C-contiguous."""
+    if not isinstance(values, np.ndarray) or values.dtype != np.uint64 or values.ndim != 2 \
+            or values.shape[1] != 4:
+        got = getattr(values, "dtype", type(values).__name__), getattr(values, "shape", None)
+        raise ValueError(f"{name} must be a uint64 array of shape (n, 4), got {got}")
+    n = values.shape[0]
+    if n == 0 or n & (n - 1):
+        raise ValueError(f"{name}: the number of values must be a power of two, got {n}")
+    if n > 1 << MAX_LOG_SIZE:
+        raise ValueError(f"{name}: at most 2^{MAX_LOG_SIZE} values, got {n}")
+    v = np.ascontiguousarray(values)
+    for i in np.flatnonzero(v[:, 3] >= np.uint64(_R_TOP)):
+        x = int(v[i, 0]) | int(v[i, 1]) << 64 | int(v[i, 2]) << 128 | int(v[i, 3]) << 192
+        if x >= R_MODULUS:
+            raise ValueError(f"{name}[{int(i)}] is not a reduced element of Fr (>= r)")
+    return v
+
+
+# --------------------------------------------------------------------------- per-device state
+
+class _DeviceState:
+    """Module, functions, resident twiddle tables and constants of one device."""
+
+    def __init__(self, device):
+        d = _driver()
+        self.device = device
+        # CUZK_NTT_NVRTC_OPTIONS: extra NVRTC options (development: kernel variants)
+        extra = tuple(os.environ.get("CUZK_NTT_NVRTC_OPTIONS", "").split())
+        self.module = _kernels.get_module(device, "ntt", extra)
+        self.pool = d.MemPool(device)
+        self._lock = threading.RLock()
+        self._fns = {}
+        self._tables = {}      # (lg_n, kind) -> DeviceBuffer (plain allocation, resident)
+        self._consts = {}      # lg_n -> DeviceBuffer of [n, Z^-1/n^3, 1/n] (Montgomery)
+        self._staging = []     # free PinnedBuffers for uploads
+        self._local = threading.local()
+
+    # streams private to the calling thread (compute, upload)
+    def streams(self):
+        loc = self._local
+        if getattr(loc, "streams", None) is None:
+            d = _driver()
+            loc.streams = (d.Stream(self.device), d.Stream(self.device))
+        return loc.streams
+
+    def fn(self, name, smem=0):
+        f = self._fns.get(name)
+        if f is None:
+            with self._lock:
+                f = self._fns.get(name)
+                if f is None:
+                    f = self.module.function(name)
+                    if smem > 48 * 1024:
+                        f.set_max_dynamic_shared(smem)
+                    self._fns[name] = f
+        return f
+
+    def table(self, lg_n, kind, stream):
+        """Twiddle table Z (heap order) of ``kind`` in {fwd, inv, cfwd, cinv} at size 2^lg_n."""
+        key = (lg_n, kind)
+        buf = self._tables.get(key)
+        if buf is not None:
+            return buf
+        with self._lock:
+            buf = self._tables.get(key)
+            if buf is None:
+                buf = self._make_table(lg_n, kind, stream)
+                self._tables[key] = buf
+        return buf
+
+    def _make_table(self, lg_n, kind, stream):
+        d = _driver()
+        n = 1 << lg_n
+        inverse = kind in ("inv", "cinv")
+        coset = kind in ("cfwd", "cinv")
+        w = pow(COSET_GENERATOR, (R_MODULUS - 1) >> lg_n, R_MODULUS)
+        if inverse:
+            w = pow(w, -1, R_MODULUS)
+        lg_half = lg_n - 1
+        lg_lo = (lg_half + 1) // 2
+        lg_hi = lg_half - lg_lo
+        pow_lo = _rows(_powers(w, 1 << lg_lo))
+        pow_hi = _rows(_powers(pow(w, 1 << lg_lo, R_MODULUS), 1 << lg_hi))
+        host = [pow_lo, pow_hi]
+        if coset:
+            g = COSET_GENERATOR if not inverse else pow(COSET_GENERATOR, -1, R_MODULUS)
+            host.append(_rows([pow(g, 1 << (lg_n - 1 - l), R_MODULUS) for l in range(lg_n)]))
+        tmp = []
+        for h in host:
+            b = self.pool.alloc(h.nbytes, stream)
+            d.copy_htod(b, h, h.nbytes, stream)
+            tmp.append(b)
+        buf = d.DeviceBuffer.alloc(self.device, n * _FR_BYTES)
+        block = 256
+        grid = max(1, min((n + block - 1) // block, self.device.sm_count * 8))
+        self.fn("cuzk_ntt_gen_zetas").launch(
+            stream, grid, block,
+            [("P", buf.ptr), ("I", lg_n), ("P", tmp[0].ptr), ("P", tmp[1].ptr), ("I", lg_lo),
+             ("P", tmp[2].ptr if coset else 0)])
+        for b in tmp:
+            b.free(stream)
+        stream.synchronize()   # once per table: later users on any stream see it complete
+        return buf
+
+    def consts(self, lg_n, stream):
+        """[n, (g^n - 1)^-1 / n^3, 1/n] in Montgomery form, resident."""
+        buf = self._consts.get(lg_n)
+        if buf is not None:
+            return buf
+        with self._lock:
+            buf = self._consts.get(lg_n)
+            if buf is None:
+                d = _driver()
+                n = 1 << lg_n
+                r = R_MODULUS
+                zinv = pow((pow(COSET_GENERATOR, n, r) - 1) % r, -1, r)
+                ninv = pow(n, -1, r)
+                h = _rows([n % r, zinv * ninv * ninv * ninv % r, ninv])
+                buf = d.DeviceBuffer.alloc(self.device, h.nbytes)
+                d.copy_htod(buf, h, h.nbytes, stream)
+                stream.synchronize()
+                self._consts[lg_n] = buf
+        return buf
+
+    def staging(self, nbytes):
+        """A pinned host buffer of at least ``nbytes`` (give it back with ``unstage``)."""
+        with self._lock:
+            for i, p in enumerate(self._staging):
+                if p.nbytes >= nbytes:
+                    return self._staging.pop(i)
+        return _driver().PinnedBuffer(nbytes, self.device)
+
+    def unstage(self, p):
+        with self._lock:
+            self._staging.append(p)
+
+    def release(self):
+        with self._lock:
+            for b in list(self._tables.values()) + list(self._consts.values()):
+                b.close()
+            for p in self._staging:
+                p.close()
+            self._tables.clear()
+            self._consts.clear()
+            self._staging.clear()
+
+    # ---- kernel sequences --------------------------------------------------------------
+
+    def launch_pass(self, stream, lg_n, S, LC, lo, flags, d_out, d_in, d_b=0, d_c=0,
+                    zinv=0, zfwd=0, k=0):
+        E = 1 << (S + LC)
+        self.fn("cuzk_ntt_pass", _PASS_SMEM_MAX).launch(
+            stream, (1 << lg_n) // E, max(1, E // 8),
+            [("P", _ptr(d_out)), ("P", _ptr(d_in)), ("P", _ptr(d_b)), ("P", _ptr(d_c)),
+             ("P", _ptr(zinv)), ("P", _ptr(zfwd)), ("P", _ptr(k)),
+             ("I", lg_n), ("I", lo), ("I", S), ("I", LC), ("I", flags)],
+            shmem=E * _FR_BYTES)
+
+    def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None)):
+        """h = (a·b - c)/Z as coefficients into d_h; d_a, d_b, d_c are clobbered.
+
+        ``ready``: optional events to wait for before a, b, c are read.
+        """
+        plan = pass_plan(lg_n)
+        zi = self.table(lg_n, "inv", stream)
+        zcf = self.table(lg_n, "cfwd", stream)
+        zci = self.table(lg_n, "cinv", stream)
+        k = self.consts(lg_n, stream)
+        srcs, works = (d_a, d_b, d_c), (d_h, d_a, d_b)
+        for i in range(3):
+            if ready[i] is not None:
+                stream.wait_event(ready[i])
+            src, w = srcs[i], works[i]
+            for j, (S, LC, lo) in enumerate(reversed(plan)):   # iNTT, bottom bits first
+                top = j == len(plan) - 1
+                flags = F_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+                self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
+                                 zinv=zi, zfwd=zcf)
+            for (S, LC, lo) in plan[1:]:                         # rest of the coset NTT
+                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zcf)
+        # A' in d_h, B' in d_a, C' in d_b (bit-reversed); pointwise + coset iNTT into d_h
+        for j, (S, LC, lo) in enumerate(reversed(plan)):
+            if j == 0:
+                self.launch_pass(stream, lg_n, S, LC, lo, F_INV | F_POINTWISE, d_h, d_h,
+                                 d_b=d_a, d_c=d_b, zinv=zci, k=k)
+            else:
+                self.launch_pass(stream, lg_n, S, LC, lo, F_INV, d_h, d_h, zinv=zci)
+
+
+def _ptr(x):
+    return x if isinstance(x, int) else x.ptr
+
+
+_states = {}
+_states_lock = threading.Lock()
+
+
+def _resolve_device(device):
+    d = _driver()
+    if device is None:
+        return d.Device.get(0)
+    if isinstance(device, int):
+        return d.Device.get(device)
+    return device
+
+
+def _state(device):
+    dev = _resolve_device(device)
+    key = (dev.ordinal, dev.context)
+    st = _states.get(key)
+    if st is None:
+        with _states_lock:
+            st = _states.get(key)
+            if st is None:
+                st = _states[key] = _DeviceState(dev)
+    return st
+
+
+def release(device=None):
+    """Free the resident twiddle tables, constants and pinned staging buffers of ``device``."""
+    _state(device).release()
+
+
+# --------------------------------------------------------------------------- public API
+
+def ntt_device(d_in, d_out, n, inverse=False, coset=False, device=None, stream=None, natural=True):
+    """Transform ``n`` Fr elements already on the device (no host copies, no sync).
+
+    Parameters
+    ----------
+    d_in, d_out : DeviceBuffer or int
+        Input (used as scratch: clobbered) and output, ``n * 32`` bytes each; distinct
+        buffers when ``natural`` is true.
+    n : int
+        Power of two, 2 <= n <= 2^MAX_LOG_SIZE.
+    inverse, coset : bool
+        As ``ntt``.
+    natural : bool
+        True: natural order in and out.  False: a forward transform leaves bit-reversed
+        order in ``d_out`` and an inverse one takes bit-reversed input (no permutation).
+    device : Device, int or None
+    stream : Stream or None
+        None: a stream private to the calling thread.
+    """
+    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
+        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    st = _state(device)
+    s = stream if stream is not None else st.streams()[0]
+    lg = n.bit_length() - 1
+    if natural and _ptr(d_in) == _ptr(d_out):
+        raise ValueError("natural-order transforms need distinct input and output buffers")
+    _run_transform(st, s, lg, d_in, d_out, inverse, coset, natural)
+
+
+def _run_transform(st, s, lg, d_in, d_out, inverse, coset, natural):
+    plan = pass_plan(lg)
+    if inverse:
+        z = st.table(lg, "cinv" if coset else "inv", s)
+        k = st.consts(lg, s)
+        cur = d_in
+        for j, (S, LC, lo) in enumerate(reversed(plan)):
+            first, last = j == 0, j == len(plan) - 1
+            flags = F_INV | (F_LOAD_BITREV if first and natural else 0) | (F_SCALE_OUT if last else 0)
+            st.launch_pass(s, lg, S, LC, lo, flags, d_out, cur, zinv=z, k=k)
+            cur = d_out
+    else:
+        z = st.table(lg, "cfwd" if coset else "fwd", s)
+        cur = d_in
+        for j, (S, LC, lo) in enumerate(plan):
+            last = j == len(plan) - 1
+            flags = F_FWD | (F_STORE_BITREV if last and natural else 0)
+            out = d_out if last else cur      # in place until the last pass
+            st.launch_pass(s, lg, S, LC, lo, flags, out, cur, zfwd=z)
+            cur = out
+
+
+def ntt(values, inverse=False, coset=False, device=None, stream=None):
+    """Number-theoretic transform over Fr on the GPU.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        uint64 (n, 4), Montgomery form, n a power of two (n <= 2^MAX_LOG_SIZE).
+    inverse, coset : bool
+        Forward: evaluations at ω^i (``coset``: at 7·ω^i), natural order; inverse undoes
+        the matching forward transform.
+    device : Device, int or None
+        None: device 0.
+    stream : Stream or None
+        None: a stream private to the calling thread.  The call returns after the
+        result is on the host.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (n, 4), Montgomery form (a new array).
+
+    Raises
+    ------
+    ValueError
+        Bad dtype/shape, n not a power of two, or an element >= r (naming the first).
+    CudaError
+        A driver call failed.
+    """
+    v = _check_fr(values, "values")
+    n = v.shape[0]
+    if n == 1:
+        return v.copy()
+    d = _driver()
+    st = _state(device)
+    s = stream if stream is not None else st.streams()[0]
+    nbytes = n * _FR_BYTES
+    x = st.pool.alloc(nbytes, s)
+    y = st.pool.alloc(nbytes, s)
+    try:
+        d.copy_htod(x, v, nbytes, s)
+        _run_transform(st, s, n.bit_length() - 1, x, y, inverse, coset, True)
+        out = np.empty_like(v)
+        d.copy_dtoh(out, y, nbytes, s)
+        s.synchronize()
+    finally:
+        x.free(s)
+        y.free(s)
+    return out
+
+
+def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None, None, None)):
+    """The H polynomial on device buffers: coefficients of h = (a·b - c)/Z into ``d_h``.
+
+    ``d_a``, ``d_b``, ``d_c`` (evaluations, natural order, Montgomery) are clobbered.
+    Queues 7 transforms and the pointwise step on ``stream``; returns without waiting.
+    ``ready``: events to wait for before a, b, c are read (None: no wait).
+    """
+    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
+        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    st = _state(device)
+    s = stream if stream is not None else st.streams()[0]
+    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready)
+
+
+def h_stage_device(a, b, c, device=None, stream=None):
+    """H stage with the result left on the device (for the H MSM).
+
+    Parameters
+    ----------
+    a, b, c : numpy.ndarray
+        Evaluations A·z, B·z, C·z over the domain: uint64 (n, 4) Montgomery, n = 2^k >= 2.
+    device : Device, int or None
+    stream : Stream or None
+        Stream the kernels run on (None: a stream private to the calling thread).  The
+        uploads run on a second stream, staged through pinned buffers, and the kernels
+        wait for them through events; the call returns once the uploads are done and
+        the kernels are queued.
+
+    Returns
+    -------
+    DeviceBuffer
+        n·32 bytes: coefficients of h = (a·b - c)/(X^n - 1), natural order, Montgomery,
+        allocated from the device's stream-ordered pool on ``stream``.
+    """
+    vs = _check_abc(a, b, c)
+    return _h_upload_and_run(vs, device, stream)
+
+
+def _check_abc(a, b, c):
+    vs = [_check_fr(x, nm) for x, nm in ((a, "a"), (b, "b"), (c, "c"))]
+    n = vs[0].shape[0]
+    if any(x.shape[0] != n for x in vs):
+        raise ValueError(f"a, b, c must have the same length, got {[x.shape[0] for x in vs]}")
+    if n < 2:
+        raise ValueError("the H stage needs n >= 2")
+    return vs
+
+
+def _h_upload_and_run(vs, device, stream):
+    n = vs[0].shape[0]
+    d = _driver()
+    st = _state(device)
+    comp, up = st.streams()
+    if stream is not None:
+        comp = stream
+    nbytes = n * _FR_BYTES
+    bufs, events, pins = [], [], []
+    try:
+        for v in vs:
+            p = st.staging(nbytes)
+            pins.append(p)
+            np.copyto(p.asarray(np.uint64)[: n * 4].reshape(n, 4), v)
+            buf = st.pool.alloc(nbytes, up)
+            d.copy_htod(buf, p.ptr, nbytes, up)
+            ev = d.Event(st.device, timing=False)
+            ev.record(up)
+            bufs.append(buf)
+            events.append(ev)
+        h = st.pool.alloc(nbytes, comp)
+        st.h_passes(comp, n.bit_length() - 1, bufs[0], bufs[1], bufs[2], h, tuple(events))
+        for buf in bufs:
+            buf.free(comp)
+    finally:
+        up.synchronize()      # no copy reads the staging buffers any more
+        for p in pins:
+            st.unstage(p)
+    return h
+
+
+def h_stage(a, b, c, device=None, stream=None):
+    """Coefficients of h = (a·b - c)/Z computed on the GPU, as bellperson does:
+    iNTT(a, b, c) -> coset NTT -> multiply (a·b - c) by (g^n - 1)^-1 -> coset iNTT.
+
+    Parameters
+    ----------
+    a, b, c : numpy.ndarray
+        uint64 (n, 4), Montgomery form, n = 2^k >= 2: the evaluations A·z, B·z, C·z.
+    device : Device, int or None
+    stream : Stream or None
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (n, 4), Montgomery form: the n coefficients of h (the top one is 0 for a
+        satisfied circuit).
+
+    Raises
+    ------
+    ValueError
+        Bad dtype/shape, different lengths, or an element >= r.
+    """
+    vs = _check_abc(a, b, c)
+    d = _driver()
+    st = _state(device)
+    comp = stream if stream is not None else st.streams()[0]
+    h = _h_upload_and_run(vs, st.device, comp)
+    n = vs[0].shape[0]
+    out = np.empty((n, 4), dtype=np.uint64)
+    try:
+        d.copy_dtoh(out, h, n * _FR_BYTES, comp)
+        comp.synchronize()
+    finally:
+        h.free(comp)
+    return out

@@ -1,0 +1,224 @@
+// Montgomery field over N 32-bit limbs (little-endian), R = 2^(32N).
+//
+// P supplies the modulus and constants as constexpr functions, so that after
+// unrolling every limb is an immediate operand:
+//   struct P { static constexpr int N; static constexpr uint32_t M0;   // -p^-1 mod 2^32
+//              static constexpr uint32_t mod(int i), one(int i), rr(int i); };
+// Requirements: N even, 2p < 2^(32N) (both BLS12-381 fields have spare top bits),
+// values always fully reduced (< p).  In memory an element is the same bytes as
+// the CPU's 64-bit-limb Montgomery form.
+//
+// Multiplication: CIOS with the partial products of even and odd limbs kept in
+// two accumulators, each a single unbroken carry chain (the lo/hi halves of
+// a[j]*b for even j tile columns j, j+1 without overlap; likewise for odd j).
+// The one-word shift of CIOS is folded into the multiply-adds of the next row
+// (the shifted accumulator is the addend of a 4-operand madc), so a row costs
+// 2N mad + 2N mad (reduction) + 1 mul + 3 add.  Total for N = 8: 8*33 = 264
+// IMAD-class instructions plus a 9-add merge and the final subtraction.
+// Bound used to drop the carry out of the odd chains: the running value stays
+// < 2p*2^32 < 2^(32(N+1)), and the odd accumulator alone (columns 1..N) is at
+// most that value / 2^32 < 2^(32N).
+#pragma once
+#include "ff/carry.cuh"
+
+namespace cuzk {
+
+template <class P>
+struct mont_t {
+    static constexpr int N = P::N;
+    static_assert(N % 2 == 0, "mont_t needs an even limb count");
+    uint32_t l[N];
+
+    static CUZK_DEVICE mont_t zero()
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.l[i] = 0;
+        return r;
+    }
+    static CUZK_DEVICE mont_t one()  // R mod p
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.l[i] = P::one(i);
+        return r;
+    }
+    static CUZK_DEVICE mont_t modulus()
+    {
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.l[i] = P::mod(i);
+        return r;
+    }
+
+    CUZK_DEVICE bool is_zero() const
+    {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= l[i];
+        return acc == 0;
+    }
+    CUZK_DEVICE bool operator==(const mont_t& b) const
+    {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= l[i] ^ b.l[i];
+        return acc == 0;
+    }
+
+    // r = x - p if x >= p else x, for x < 2p (x given without carry: 2p < 2^(32N)).
+    static CUZK_DEVICE mont_t reduce_once(const uint32_t* x)
+    {
+        uint32_t t[N];
+        t[0] = cc::sub_cc(x[0], P::mod(0));
+#pragma unroll
+        for (int i = 1; i < N; i++) t[i] = cc::subc_cc(x[i], P::mod(i));
+        uint32_t borrow = cc::subc(0, 0);  // 0 or 0xffffffff (x < p)
+        mont_t r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.l[i] = borrow ? x[i] : t[i];
+        return r;
+    }
+
+    // a + b mod p: 2N add + final subtraction.
+    friend CUZK_DEVICE mont_t operator+(const mont_t& a, const mont_t& b)
+    {
+        uint32_t s[N];
+        s[0] = cc::add_cc(a.l[0], b.l[0]);
+#pragma unroll
+        for (int i = 1; i < N - 1; i++) s[i] = cc::addc_cc(a.l[i], b.l[i]);
+        s[N - 1] = cc::addc(a.l[N - 1], b.l[N - 1]);
+        return reduce_once(s);
+    }
+
+    // a - b mod p: subtract, then add p back under the borrow mask.
+    friend CUZK_DEVICE mont_t operator-(const mont_t& a, const mont_t& b)
+    {
+        uint32_t d[N];
+        d[0] = cc::sub_cc(a.l[0], b.l[0]);
+#pragma unroll
+        for (int i = 1; i < N; i++) d[i] = cc::subc_cc(a.l[i], b.l[i]);
+        uint32_t mask = cc::subc(0, 0);
+        mont_t r;
+        r.l[0] = cc::add_cc(d[0], P::mod(0) & mask);
+#pragma unroll
+        for (int i = 1; i < N - 1; i++) r.l[i] = cc::addc_cc(d[i], P::mod(i) & mask);
+        r.l[N - 1] = cc::addc(d[N - 1], P::mod(N - 1) & mask);
+        return r;
+    }
+
+    CUZK_DEVICE mont_t operator-() const { return zero() - *this; }
+    CUZK_DEVICE mont_t& operator+=(const mont_t& b) { return *this = *this + b; }
+    CUZK_DEVICE mont_t& operator-=(const mont_t& b) { return *this = *this - b; }
+    CUZK_DEVICE mont_t& operator*=(const mont_t& b) { return *this = *this * b; }
+
+  private:
+    // Reduction row: m = E[0]*M0; O += m*p_odd; E += m*p_even (E[0] becomes 0).
+    // E[k] holds column k, O[k] column k+1.
+    static CUZK_DEVICE void redc_row(uint32_t* E, uint32_t* O)
+    {
+        uint32_t m = E[0] * P::M0;
+        O[0] = cc::mad_lo_cc(P::mod(1), m, O[0]);
+        O[1] = cc::madc_hi_cc(P::mod(1), m, O[1]);
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            O[j] = cc::madc_lo_cc(P::mod(j + 1), m, O[j]);
+            O[j + 1] = cc::madc_hi_cc(P::mod(j + 1), m, O[j + 1]);
+        }
+        // carry out of the odd chain is 0 (see the bound in the header comment)
+        E[0] = cc::mad_lo_cc(P::mod(0), m, E[0]);
+        E[1] = cc::madc_hi_cc(P::mod(0), m, E[1]);
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            E[j] = cc::madc_lo_cc(P::mod(j), m, E[j]);
+            E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
+        }
+        O[N - 1] = cc::addc(O[N - 1], 0);
+    }
+
+    // Product row after a reduction row.  On entry (previous roles) X[k] holds
+    // column k (X[0] == 0) and Y[k] column k+1; dividing by 2^32 makes Y the
+    // new even accumulator E (column k) and X shifted by one word the new odd
+    // one O (column k+1).  Adds a*b into them: X[1] merges into E[0] and the
+    // shift of X rides on the odd products' addends.
+    static CUZK_DEVICE void mul_row(uint32_t* E /* = Y */, uint32_t* X, const uint32_t* a, uint32_t b)
+    {
+        E[0] = cc::add_cc(E[0], X[1]);  // column 0 = Y[0] + X[1]
+#pragma unroll
+        for (int j = 0; j < N - 2; j += 2) {  // O[j] (column j+1) = X[j+2] + lo(a[j+1] b) ...
+            X[j] = cc::madc_lo_cc(a[j + 1], b, X[j + 2]);
+            X[j + 1] = cc::madc_hi_cc(a[j + 1], b, X[j + 3]);
+        }
+        X[N - 2] = cc::madc_lo_cc(a[N - 1], b, 0);
+        X[N - 1] = cc::madc_hi(a[N - 1], b, 0);  // hi(a*b) + 1 < 2^32
+        E[0] = cc::mad_lo_cc(a[0], b, E[0]);
+        E[1] = cc::madc_hi_cc(a[0], b, E[1]);
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            E[j] = cc::madc_lo_cc(a[j], b, E[j]);
+            E[j + 1] = cc::madc_hi_cc(a[j], b, E[j + 1]);
+        }
+        X[N - 1] = cc::addc(X[N - 1], 0);
+    }
+
+  public:
+    // a * b * R^-1 mod p (CIOS, see header).
+    friend CUZK_DEVICE mont_t operator*(const mont_t& a, const mont_t& b)
+    {
+        uint32_t e[N], o[N];
+#pragma unroll
+        for (int j = 0; j < N; j += 2) {
+            e[j] = cc::mul_lo(a.l[j], b.l[0]);
+            e[j + 1] = cc::mul_hi(a.l[j], b.l[0]);
+            o[j] = cc::mul_lo(a.l[j + 1], b.l[0]);
+            o[j + 1] = cc::mul_hi(a.l[j + 1], b.l[0]);
+        }
+        redc_row(e, o);
+#pragma unroll
+        for (int i = 1; i < N; i += 2) {
+            mul_row(o, e, a.l, b.l[i]);  // roles: E = o, O = e
+            redc_row(o, e);
+            if (i + 1 < N) {
+                mul_row(e, o, a.l, b.l[i + 1]);
+                redc_row(e, o);
+            }
+        }
+        // last row had E = o, O = e: result = e + (o >> 32), < 2p
+        uint32_t r[N];
+        r[0] = cc::add_cc(e[0], o[1]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(e[k], o[k + 1]);
+        r[N - 1] = cc::addc(e[N - 1], 0);
+        return reduce_once(r);
+    }
+
+    CUZK_DEVICE mont_t sqr() const { return *this * *this; }
+
+    // Montgomery form <-> canonical (both as N limbs).
+    CUZK_DEVICE mont_t to_mont() const
+    {
+        mont_t rr;
+#pragma unroll
+        for (int i = 0; i < N; i++) rr.l[i] = P::rr(i);
+        return *this * rr;
+    }
+    CUZK_DEVICE mont_t from_mont() const
+    {
+        mont_t u = zero();
+        u.l[0] = 1;
+        return *this * u;
+    }
+
+    // this^e for a 32-bit exponent (square and multiply, MSB first).
+    CUZK_DEVICE mont_t pow_u32(uint32_t e) const
+    {
+        mont_t r = one();
+        for (int i = 31; i >= 0; i--) {
+            r = r.sqr();
+            if ((e >> i) & 1) r = r * *this;
+        }
+        return r;
+    }
+};
+
+}  // namespace cuzk

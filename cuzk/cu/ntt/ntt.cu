@@ -1,0 +1,66 @@
+// Program "ntt": NTT passes over BLS12-381 Fr and their twiddle tables.
+// Driven by cuzk/_cuda_ntt.py; the mathematics is in ntt/ntt.cuh.
+//
+// Kernels (all state comes in through arguments; nothing is kept in globals):
+//   cuzk_ntt_pass             one pass over bits [lo, lo+S) with tiles of 2^LC
+//                             sub-problems (S + LC <= 11).
+//   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind.
+//   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests and small jobs).
+#include "ntt/ntt.cuh"
+
+using cuzk::fr_t;
+
+// One pass over bits [lo, lo+S) with tiles of 2^LC sub-problems (S + LC <= 11):
+// grid = n / 2^(S+LC) blocks of max(1, 2^(S+LC-3)) threads, dynamic shared memory
+// 2^(S+LC) * 32 bytes (64 KiB for 2^11 tiles).  The bound (256 threads, 2 blocks) caps
+// registers at 128: two 2^11 tiles or four 2^10 tiles per SM.  See ntt/ntt.cuh.
+#ifndef CUZK_NTT_MIN_BLOCKS
+#define CUZK_NTT_MIN_BLOCKS 2
+#endif
+extern "C" __global__ void __launch_bounds__(256, CUZK_NTT_MIN_BLOCKS)
+cuzk_ntt_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_in_c,
+              const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k, uint32_t lg_n, uint32_t lo,
+              uint32_t S, uint32_t LC, uint32_t flags)
+{
+    cuzk::ntt::run_pass(d_out, d_in, d_in_b, d_in_c, d_zinv, d_zfwd, d_k, lg_n, lo, S, LC, flags);
+}
+
+// Z[2^l + j] = w^(bitrev_l(j) * 2^(lg_n-1-l)) * level[l]  (level omitted when null),
+// Z[0] = 1, for a root w of order n = 2^lg_n given as w^e = pow_lo[e mod 2^lg_lo] *
+// pow_hi[e >> lg_lo] (e < n/2).  Forward plain: w = w_n, level = null; forward coset:
+// level[l] = g^(2^(lg_n-1-l)); inverse: w = w_n^-1 and level = g^-(2^(lg_n-1-l)).
+// 1-2 Fr multiplications per entry; grid-stride.
+extern "C" __global__ void cuzk_ntt_gen_zetas(fr_t* d_z, uint32_t lg_n, const fr_t* d_pow_lo,
+                                              const fr_t* d_pow_hi, uint32_t lg_lo,
+                                              const fr_t* d_level)
+{
+    using namespace cuzk::ntt;
+    const uint32_t n = 1u << lg_n;
+    for (uint32_t h = blockIdx.x * blockDim.x + threadIdx.x; h < n; h += gridDim.x * blockDim.x) {
+        if (h == 0) {
+            store_fr(d_z, fr_t::one());
+            continue;
+        }
+        int l = 31 - __clz(h);
+        uint32_t j = h - (1u << l);
+        uint32_t e = brev_bits(j, l) << (lg_n - 1 - l);
+        fr_t z = load_fr(d_pow_lo + (e & ((1u << lg_lo) - 1))) * load_fr(d_pow_hi + (e >> lg_lo));
+        if (d_level) z = z * load_fr(d_level + l);
+        store_fr(d_z + h, z);
+    }
+}
+
+// d_out[i] = d_a[i] op d_b[i] for i < n (Montgomery form in and out).
+#define CUZK_FR_BINOP(NAME, EXPR)                                                          \
+    extern "C" __global__ void NAME(fr_t* d_out, const fr_t* d_a, const fr_t* d_b, uint64_t n) \
+    {                                                                                      \
+        using namespace cuzk::ntt;                                                         \
+        for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;          \
+             i += (uint64_t)gridDim.x * blockDim.x) {                                      \
+            fr_t a = load_fr(d_a + i), b = load_fr(d_b + i);                               \
+            store_fr(d_out + i, EXPR);                                                     \
+        }                                                                                  \
+    }
+CUZK_FR_BINOP(cuzk_fr_mul, a * b)
+CUZK_FR_BINOP(cuzk_fr_add, a + b)
+CUZK_FR_BINOP(cuzk_fr_sub, a - b)

@@ -1,0 +1,322 @@
+// NTT over BLS12-381 Fr: one radix-2^S pass of a multi-pass transform.
+//
+// Mathematics (remainder tree).  The forward transform of x (length n = 2^lg_n,
+// coset shift g, g = 1 for the plain transform) evaluates P(X) = sum x_i X^i at
+// the roots of X^n - g^n by splitting X^2m - c^2 = (X^m - c)(X^m + c) level by
+// level: a Cooley-Tukey butterfly (u, v) -> (u + z v, u - z v) on positions
+// (p, p + 2^b), b = lg_n-1 .. 0.  Every pair inside one node shares its twiddle
+//     z(l, j) = g^(2^b) * w_(2^(l+1))^bitrev_l(j),   l = lg_n-1-b, j = p >> (b+1),
+// stored once per node in heap order: Z[2^l + j] (n entries, Z[0] unused).
+// The output is in bit-reversed order: position p holds P(g w_n^bitrev(p)).
+// The inverse runs the same tree upwards with Gentleman-Sande butterflies
+// (x, y) -> (x + y, (x - y) / z), b = 0 .. lg_n-1, from bit-reversed input to
+// natural output, scaled by n (the 1/n is folded elsewhere by the caller).
+// Because the twiddle depends only on the node, a pass over bits [lo, lo+S)
+// needs no twiddle multiplication between passes, and a coset costs nothing.
+// Cost: n/2 * lg_n Fr multiplications per transform, none trivial.
+//
+// Pass structure.  A pass covers global bits [lo, lo+S) of the position: a
+// sub-problem is the 2^S positions that differ only there.  A block holds a
+// tile of C = 2^LC sub-problems ("columns"), E = 2^(S+LC) elements, in shared
+// memory, and runs rounds of up to 3 bits (8 elements per thread in registers,
+// 12 butterflies for a full round) between block barriers.
+//   lo > 0  ("column" layout): columns are C consecutive values of the low bits,
+//           so every row of the tile is C contiguous elements in memory.
+//   lo == 0 ("chunk" layout): columns are C chunks of 2^S contiguous elements;
+//           with a bit-reversal on the load (gather) or the store (scatter) the
+//           chunk numbers are taken in bit-reversed order so that the permuted
+//           side is contiguous across columns.  Permutations cost no extra pass.
+// Shared memory holds each element as two 16-byte halves in two planes;
+// phys(e) = e ^ ((e >> 3) & 7) makes every round's 8-lane phases hit 8
+// distinct 16-byte bank groups (checked for every LC, S used).
+#pragma once
+#include "ff/bls12_381.cuh"
+
+#ifdef CUZK_HOST_EMU
+#define CUZK_DYN_SMEM(type, name) type* name = (type*)emu_dyn_smem
+#else
+#define CUZK_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
+
+namespace cuzk {
+namespace ntt {
+
+enum : uint32_t {
+    F_INV = 1u,           // run the inverse rounds (GS, bits ascending), table d_zinv
+    F_FWD = 2u,           // then the forward rounds (CT, bits descending), table d_zfwd
+    F_LOAD_BITREV = 4u,   // position p reads d_in[bitrev(p)] (lo == 0 only; d_in != d_out)
+    F_STORE_BITREV = 8u,  // position p writes d_out[bitrev(p)] (lo == 0 only; d_in != d_out)
+    F_POINTWISE = 16u,    // input = (d_in*d_in_b - d_in_c*K[0]) * K[1]
+    F_SCALE_OUT = 32u,    // output *= K[2]
+};
+
+CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
+{
+    return bits == 0 ? 0u : (__brev(x) >> (32 - bits));
+}
+
+CUZK_DEVICE fr_t load_fr(const fr_t* p)
+{
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = q[0], b = q[1];
+    fr_t r;
+    r.l[0] = a.x; r.l[1] = a.y; r.l[2] = a.z; r.l[3] = a.w;
+    r.l[4] = b.x; r.l[5] = b.y; r.l[6] = b.z; r.l[7] = b.w;
+    return r;
+}
+
+CUZK_DEVICE fr_t load_fr_ro(const fr_t* p)  // read-only path (twiddles)
+{
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = __ldg(q), b = __ldg(q + 1);
+    fr_t r;
+    r.l[0] = a.x; r.l[1] = a.y; r.l[2] = a.z; r.l[3] = a.w;
+    r.l[4] = b.x; r.l[5] = b.y; r.l[6] = b.z; r.l[7] = b.w;
+    return r;
+}
+
+CUZK_DEVICE void store_fr(fr_t* p, const fr_t& v)
+{
+    uint4* q = reinterpret_cast<uint4*>(p);
+    q[0] = make_uint4(v.l[0], v.l[1], v.l[2], v.l[3]);
+    q[1] = make_uint4(v.l[4], v.l[5], v.l[6], v.l[7]);
+}
+
+// Tile in shared memory (E <= 2^11 elements, E * 32 bytes of dynamic shared
+// memory): half h of element e at s[h*E + phys(e)].
+constexpr uint32_t TILE_LOG_MAX = 11;
+
+struct tile_t {
+    uint4* s;
+    uint32_t E;
+    static CUZK_DEVICE uint32_t phys(uint32_t e) { return e ^ ((e >> 3) & 7u); }
+    CUZK_DEVICE fr_t get(uint32_t pe) const
+    {
+        uint4 a = s[pe], b = s[E + pe];
+        fr_t r;
+        r.l[0] = a.x; r.l[1] = a.y; r.l[2] = a.z; r.l[3] = a.w;
+        r.l[4] = b.x; r.l[5] = b.y; r.l[6] = b.z; r.l[7] = b.w;
+        return r;
+    }
+    CUZK_DEVICE void put(uint32_t pe, const fr_t& v) const
+    {
+        s[pe] = make_uint4(v.l[0], v.l[1], v.l[2], v.l[3]);
+        s[E + pe] = make_uint4(v.l[4], v.l[5], v.l[6], v.l[7]);
+    }
+};
+
+// One pass: where its tile lives and how it is cut.  Everything a round needs
+// to name the tree nodes of its elements, and the loads/stores need to find
+// them in memory.
+struct pass_geom_t {
+    uint32_t lg_n, lo, S, LC;
+    uint32_t E, threads;  // 2^(S+LC), max(1, E/8)
+    uint32_t t_blk;       // column layout: the high bits T shared by the tile
+    uint32_t l_base;      // column layout: low bits of column 0
+    uint32_t t_first;     // chunk layout: chunk number of column 0 (before permutation)
+    bool chunk;           // lo == 0
+    bool perm;            // chunk layout with bit-reversed chunk order
+
+    // High bits T of the sub-problem of column c.
+    CUZK_DEVICE uint32_t sub_t(uint32_t c) const
+    {
+        if (!chunk) return t_blk;
+        uint32_t t = t_first + c;
+        return perm ? brev_bits(t, (int)(lg_n - S)) : t;
+    }
+
+    // Memory index of tile element (c, m); `permuted` selects the bit-reversed side.
+    CUZK_DEVICE uint64_t mem_index(uint32_t c, uint32_t m, bool permuted) const
+    {
+        if (!chunk)
+            return ((uint64_t)t_blk << (lo + S)) | ((uint64_t)m << lo) | (l_base + c);
+        if (permuted)  // bitrev(p) for p = (bitrev(t) << S) | m
+            return ((uint64_t)brev_bits(m, (int)S) << (lg_n - S)) | (t_first + c);
+        return ((uint64_t)sub_t(c) << S) | m;
+    }
+
+    // Heap index of the top tree node of the W-bit round at local bit A for the
+    // group whose first element is e0 (its bits [A, A+W) of m are 0).
+    CUZK_DEVICE uint32_t node(uint32_t e0, uint32_t A, uint32_t W) const
+    {
+        uint32_t c = e0 & ((1u << LC) - 1);
+        uint32_t m0 = e0 >> LC;
+        uint32_t lvl = lg_n - lo - A - W;
+        return (1u << lvl) + ((sub_t(c) << (S - A - W)) | (m0 >> (A + W)));
+    }
+};
+
+// Round of W = 3 bits at local bit A: 8 elements per thread, 12 butterflies.
+// FWD: Cooley-Tukey top bit first; else Gentleman-Sande bottom bit first.
+template <bool FWD>
+CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
+{
+    const uint32_t SH = g.LC + A;  // position of the round's bits in e
+    const uint32_t G = g.E >> 3;
+    const uint32_t lowmask = (1u << SH) - 1;
+    for (uint32_t grp = threadIdx.x; grp < G; grp += g.threads) {
+        uint32_t e0 = (grp & lowmask) | ((grp & ~lowmask) << 3);
+        uint32_t p0 = tile_t::phys(e0);
+        fr_t x[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) x[j] = tile.get(p0 ^ tile_t::phys((uint32_t)j << SH));
+        uint32_t h = g.node(e0, A, 3);
+        if (FWD) {
+#pragma unroll
+            for (int t = 2; t >= 0; t--) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    if (j & (1 << t)) continue;
+                    fr_t z = load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    fr_t v = x[j + (1 << t)] * z;
+                    x[j + (1 << t)] = x[j] - v;
+                    x[j] = x[j] + v;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < 3; t++) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    if (j & (1 << t)) continue;
+                    fr_t z = load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    fr_t u = x[j], v = x[j + (1 << t)];
+                    x[j] = u + v;
+                    x[j + (1 << t)] = (u - v) * z;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) tile.put(p0 ^ tile_t::phys((uint32_t)j << SH), x[j]);
+    }
+}
+
+// Round of one bit at local bit A (the top rounds when 3 does not divide S).
+template <bool FWD>
+CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
+{
+    const uint32_t SH = g.LC + A;
+    const uint32_t G = g.E >> 1;
+    const uint32_t lowmask = (1u << SH) - 1;
+#pragma unroll 1
+    for (uint32_t grp = threadIdx.x; grp < G; grp += g.threads) {
+        uint32_t e0 = (grp & lowmask) | ((grp & ~lowmask) << 1);
+        uint32_t p0 = tile_t::phys(e0), p1 = p0 ^ tile_t::phys(1u << SH);
+        fr_t u = tile.get(p0), v = tile.get(p1);
+        fr_t z = load_fr_ro(d_z + g.node(e0, A, 1));
+        if (FWD) {
+            v = v * z;
+            tile.put(p0, u + v);
+            tile.put(p1, u - v);
+        } else {
+            tile.put(p0, u + v);
+            tile.put(p1, (u - v) * z);
+        }
+    }
+}
+
+// Rounds cover local bits [3k, min(3k+3, S)); a partial top round runs as
+// single-bit rounds.  Every round ends with a block barrier.
+CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z)
+{
+    uint32_t A = 0;
+#pragma unroll 1
+    for (; A + 3 <= g.S; A += 3) {
+        round3<false>(tile, g, A, d_z);
+        __syncthreads();
+    }
+#pragma unroll 1
+    for (; A < g.S; A++) {
+        round1<false>(tile, g, A, d_z);
+        __syncthreads();
+    }
+}
+
+CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z)
+{
+    uint32_t full = g.S / 3 * 3;
+#pragma unroll 1
+    for (uint32_t A = g.S; A-- > full;) {
+        round1<true>(tile, g, A, d_z);
+        __syncthreads();
+    }
+#pragma unroll 1
+    for (uint32_t A = full; A >= 3;) {
+        A -= 3;
+        round3<true>(tile, g, A, d_z);
+        __syncthreads();
+    }
+}
+
+// The whole pass: load (optionally gathered, or the H pointwise product),
+// inverse rounds, forward rounds, store (optionally scattered and scaled).
+// Grid: n / 2^(S+LC) blocks of max(1, 2^(S+LC-3)) threads; dynamic shared
+// memory 2^(S+LC) * 32 bytes (S + LC <= TILE_LOG_MAX).
+CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_in_c,
+                          const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k,
+                          uint32_t lg_n, uint32_t lo, uint32_t S, uint32_t LC, uint32_t flags)
+{
+    CUZK_DYN_SMEM(uint4, smem);
+    pass_geom_t g;
+    g.lg_n = lg_n;
+    g.lo = lo;
+    g.S = S;
+    g.LC = LC;
+    g.E = 1u << (S + LC);
+    g.threads = g.E >= 8 ? g.E >> 3 : 1;
+    tile_t tile{smem, g.E};
+    g.chunk = lo == 0;
+    g.perm = (flags & (F_LOAD_BITREV | F_STORE_BITREV)) != 0;
+    if (g.chunk) {
+        g.t_first = blockIdx.x << LC;
+        g.t_blk = g.l_base = 0;
+    } else {
+        uint32_t lg_groups = lo - LC;  // column groups per value of T
+        g.t_blk = blockIdx.x >> lg_groups;
+        g.l_base = (blockIdx.x & ((1u << lg_groups) - 1)) << LC;
+        g.t_first = 0;
+    }
+    const uint32_t cmask = (1u << LC) - 1;
+
+    {  // load: element e = (c, m), c = e mod C
+        const bool gather = (flags & F_LOAD_BITREV) != 0;
+        if (flags & F_POINTWISE) {
+            fr_t k0 = load_fr_ro(d_k), k1 = load_fr_ro(d_k + 1);
+#pragma unroll 1
+            for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
+                uint64_t idx = g.mem_index(e & cmask, e >> LC, false);
+                fr_t v = (load_fr(d_in + idx) * load_fr(d_in_b + idx) - load_fr(d_in_c + idx) * k0) * k1;
+                tile.put(tile_t::phys(e), v);
+            }
+        } else {
+#pragma unroll 4
+            for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
+                uint64_t idx = g.mem_index(e & cmask, e >> LC, gather);
+                tile.put(tile_t::phys(e), load_fr(d_in + idx));
+            }
+        }
+    }
+    __syncthreads();
+    if (flags & F_INV) rounds_inv(tile, g, d_zinv);
+    if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd);
+    {  // store (every round ended with a barrier)
+        const bool scatter = (flags & F_STORE_BITREV) != 0;
+        if (flags & F_SCALE_OUT) {
+            fr_t k2 = load_fr_ro(d_k + 2);
+#pragma unroll 1
+            for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
+                uint64_t idx = g.mem_index(e & cmask, e >> LC, scatter);
+                store_fr(d_out + idx, tile.get(tile_t::phys(e)) * k2);
+            }
+        } else {
+#pragma unroll 4
+            for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
+                uint64_t idx = g.mem_index(e & cmask, e >> LC, scatter);
+                store_fr(d_out + idx, tile.get(tile_t::phys(e)));
+            }
+        }
+    }
+}
+
+}  // namespace ntt
+}  // namespace cuzk

@@ -1,0 +1,15 @@
+// Fixed-width integer types for kernel sources compiled by NVRTC (which ships
+// no standard headers).  Under CUZK_HOST_EMU (a host-side emulation build used
+// only by developers) the host's <cstdint> provides them instead.
+#pragma once
+
+#ifndef CUZK_HOST_EMU
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef int int32_t;
+typedef long long int64_t;
+#endif
+
+#ifndef CUZK_DEVICE
+#define CUZK_DEVICE __device__ __forceinline__
+#endif
