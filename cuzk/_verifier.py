@@ -13,7 +13,14 @@ from __future__ import annotations
 import secrets
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, G2Point, GT, Scalar
+
+try:
+    from py_arkworks_bls12381 import G1Point, G2Point, GT, Scalar
+except ImportError as _e:  # a declared dependency; absent only on hand-built hosts
+    _ARKWORKS_ERROR = _e
+    G1Point = G2Point = GT = Scalar = None
+else:
+    _ARKWORKS_ERROR = None
 
 from ._assignment import R_MOD, fr_mont_to_ints
 from ._errors import FormatError
@@ -40,9 +47,16 @@ def _fq_mont(values) -> np.ndarray:
     return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
 
 
+def _need_arkworks():
+    if _ARKWORKS_ERROR is not None:
+        raise ImportError("cuzk's verifier needs py-arkworks-bls12381 (pip install "
+                          "py-arkworks-bls12381)") from _ARKWORKS_ERROR
+
+
 def to_arkworks_g1(p, checked: bool = True) -> G1Point:
     """Montgomery affine G1 (12,) -> arkworks point (all-zero -> identity).  ``checked``
     verifies on-curve and subgroup (ValueError otherwise)."""
+    _need_arkworks()
     p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
     if not p.any():
         return G1Point.identity()
@@ -58,6 +72,7 @@ def to_arkworks_g1(p, checked: bool = True) -> G1Point:
 
 def to_arkworks_g2(p, checked: bool = True) -> G2Point:
     """Montgomery affine G2 (24,) (x.c0, x.c1, y.c0, y.c1) -> arkworks point."""
+    _need_arkworks()
     p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
     if not p.any():
         return G2Point.identity()
