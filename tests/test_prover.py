@@ -117,3 +117,17 @@ def test_assignment_mismatch_is_value_error(circuit):
     other_r1cs, i2, a2 = porep_like(6, 1)
     with pytest.raises(ValueError):
         prove(pk, other_r1cs.assignment(i2, a2), backend="cpu")
+
+
+def _cuda_ok():
+    from cuzk._backend import cuda_available
+    return cuda_available()[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_backend_gives_cpu_bytes(circuit):
+    _, pk, asg = circuit
+    cpu = prove(pk, asg, r=777, s=888, backend="cpu")
+    gpu = prove(pk, asg, r=777, s=888, backend="cuda", verify=True)
+    assert gpu == cpu
