@@ -45,6 +45,71 @@ struct fq_params {
     static constexpr uint64_t MOD_MINUS_2[6] = CUZK_FQ_P_MINUS_2;
 };
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CUZK_HAVE_MULX_ASM 1
+// 6-limb CIOS with mulx and two carry chains (adox: low halves into t_j, adcx: high halves
+// into t_{j+1}); 72 mulx, ~150 adcx/adox. "No-carry" bound as above: t stays < 2m, t6 never
+// overflows. ~2x faster than the u128 code GCC 12 makes of mul_inline (45 vs 87-103 ns).
+#define CUZK_FF_MULROW(off, t0, t1, t2, t3, t4, t5, t6)                                                  \
+"movq " #off "(%[b]), %%rdx\n\t"                                                                    \
+"xorl %%eax, %%eax\n\t"                                                                             \
+"mulxq 0(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
+"mulxq 8(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
+"mulxq 16(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
+"mulxq 24(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
+"mulxq 32(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
+"mulxq 40(%[a]), %[lo], %[" #t6 "]\n\t" "adoxq %[lo], %[" #t5 "]\n\t"                               \
+"adcxq %%rax, %[" #t6 "]\n\t" "adoxq %%rax, %[" #t6 "]\n\t"
+#define CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)                                                      \
+"movabsq %[m0], %%rdx\n\t"                                                                          \
+"imulq %[" #t0 "], %%rdx\n\t"                                                                       \
+"xorl %%eax, %%eax\n\t"                                                                             \
+"mulxq 0(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
+"mulxq 8(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
+"mulxq 16(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
+"mulxq 24(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
+"mulxq 32(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
+"mulxq 40(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t5 "]\n\t" "adcxq %[hi], %[" #t6 "]\n\t"  \
+"adoxq %%rax, %[" #t6 "]\n\t"
+// Callers must know the CPU has BMI2 and ADX (compile-time flags, or a run-time check as msm.hpp does).
+template <class P>
+inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
+    uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi;
+    __asm__(
+        "movq 0(%[b]), %%rdx\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"  "addq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t" "adcq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t" "adcq %[lo], %[t3]\n\t"
+        "mulxq 32(%[a]), %[lo], %[t5]\n\t" "adcq %[lo], %[t4]\n\t"
+        "mulxq 40(%[a]), %[lo], %[t6]\n\t" "adcq %[lo], %[t5]\n\t"
+        "adcq $0, %[t6]\n\t"
+        CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)
+        CUZK_FF_MULROW(8, t1, t2, t3, t4, t5, t6, t0)
+        CUZK_FF_REDROW(t1, t2, t3, t4, t5, t6, t0)
+        CUZK_FF_MULROW(16, t2, t3, t4, t5, t6, t0, t1)
+        CUZK_FF_REDROW(t2, t3, t4, t5, t6, t0, t1)
+        CUZK_FF_MULROW(24, t3, t4, t5, t6, t0, t1, t2)
+        CUZK_FF_REDROW(t3, t4, t5, t6, t0, t1, t2)
+        CUZK_FF_MULROW(32, t4, t5, t6, t0, t1, t2, t3)
+        CUZK_FF_REDROW(t4, t5, t6, t0, t1, t2, t3)
+        CUZK_FF_MULROW(40, t5, t6, t0, t1, t2, t3, t4)
+        CUZK_FF_REDROW(t5, t6, t0, t1, t2, t3, t4)
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi)
+        : [a] "r"(A), [b] "r"(B), [p] "r"(P::MOD), [m0] "i"(P::M0)
+        : "rax", "rdx", "cc", "memory");
+    // t < 2m: subtract m once (borrow chain + select, no u128)
+    const uint64_t t[6] = {t6, t0, t1, t2, t3, t4};
+    unsigned long long d[6];
+    unsigned char bo = 0;
+    for (int i = 0; i < 6; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
+    for (int i = 0; i < 6; i++) r[i] = bo ? t[i] : d[i];
+}
+#undef CUZK_FF_MULROW
+#undef CUZK_FF_REDROW
+#endif
+
 template <class P>
 struct mont_t {
     static constexpr size_t N = P::N;
@@ -151,71 +216,10 @@ struct mont_t {
     // compile time for a few percent of speed.
     static __attribute__((noinline)) void mul_outline(mont_t& r, const mont_t& a, const mont_t& b) {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__BMI2__) && defined(__ADX__)
-        if constexpr (N == 6) { mul6_adx(r, a, b); return; }
+        if constexpr (N == 6) { mont_mul6_mulx<P>(r.l, a.l, b.l); return; }
 #endif
         r = mul_inline(a, b);
     }
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__BMI2__) && defined(__ADX__)
-    // 6-limb CIOS with mulx and two carry chains (adox: low halves into t_j, adcx: high halves
-    // into t_{j+1}); 72 mulx, ~150 adcx/adox. "No-carry" bound as above: t stays < 2m, t6 never
-    // overflows. ~2x faster than the u128 code GCC 12 makes of mul_inline (45 vs 87-103 ns).
-#define CUZK_FF_MULROW(off, t0, t1, t2, t3, t4, t5, t6)                                                  \
-    "movq " #off "(%[b]), %%rdx\n\t"                                                                    \
-    "xorl %%eax, %%eax\n\t"                                                                             \
-    "mulxq 0(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
-    "mulxq 8(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
-    "mulxq 16(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
-    "mulxq 24(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
-    "mulxq 32(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
-    "mulxq 40(%[a]), %[lo], %[" #t6 "]\n\t" "adoxq %[lo], %[" #t5 "]\n\t"                               \
-    "adcxq %%rax, %[" #t6 "]\n\t" "adoxq %%rax, %[" #t6 "]\n\t"
-#define CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)                                                      \
-    "movabsq %[m0], %%rdx\n\t"                                                                          \
-    "imulq %[" #t0 "], %%rdx\n\t"                                                                       \
-    "xorl %%eax, %%eax\n\t"                                                                             \
-    "mulxq 0(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
-    "mulxq 8(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
-    "mulxq 16(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
-    "mulxq 24(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
-    "mulxq 32(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
-    "mulxq 40(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t5 "]\n\t" "adcxq %[hi], %[" #t6 "]\n\t"  \
-    "adoxq %%rax, %[" #t6 "]\n\t"
-    static inline void mul6_adx(mont_t& r, const mont_t& A, const mont_t& B) {
-        uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi;
-        __asm__(
-            "movq 0(%[b]), %%rdx\n\t"
-            "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-            "mulxq 8(%[a]), %[lo], %[t2]\n\t"  "addq %[lo], %[t1]\n\t"
-            "mulxq 16(%[a]), %[lo], %[t3]\n\t" "adcq %[lo], %[t2]\n\t"
-            "mulxq 24(%[a]), %[lo], %[t4]\n\t" "adcq %[lo], %[t3]\n\t"
-            "mulxq 32(%[a]), %[lo], %[t5]\n\t" "adcq %[lo], %[t4]\n\t"
-            "mulxq 40(%[a]), %[lo], %[t6]\n\t" "adcq %[lo], %[t5]\n\t"
-            "adcq $0, %[t6]\n\t"
-            CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)
-            CUZK_FF_MULROW(8, t1, t2, t3, t4, t5, t6, t0)
-            CUZK_FF_REDROW(t1, t2, t3, t4, t5, t6, t0)
-            CUZK_FF_MULROW(16, t2, t3, t4, t5, t6, t0, t1)
-            CUZK_FF_REDROW(t2, t3, t4, t5, t6, t0, t1)
-            CUZK_FF_MULROW(24, t3, t4, t5, t6, t0, t1, t2)
-            CUZK_FF_REDROW(t3, t4, t5, t6, t0, t1, t2)
-            CUZK_FF_MULROW(32, t4, t5, t6, t0, t1, t2, t3)
-            CUZK_FF_REDROW(t4, t5, t6, t0, t1, t2, t3)
-            CUZK_FF_MULROW(40, t5, t6, t0, t1, t2, t3, t4)
-            CUZK_FF_REDROW(t5, t6, t0, t1, t2, t3, t4)
-            : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
-              [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi)
-            : [a] "r"(A.l), [b] "r"(B.l), [p] "r"(P::MOD), [m0] "i"(P::M0)
-            : "rax", "rdx", "cc", "memory");
-        // t < 2m: subtract m once (borrow chain + select, no u128)
-        const uint64_t t[6] = {t6, t0, t1, t2, t3, t4};
-        unsigned long long d[6];
-        unsigned char bo = 0;
-        for (int i = 0; i < 6; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
-        for (int i = 0; i < 6; i++) r.l[i] = bo ? t[i] : d[i];
-    }
-#undef CUZK_FF_MULROW
-#undef CUZK_FF_REDROW
-#endif
     friend CUZK_INLINE mont_t operator*(const mont_t& a, const mont_t& b) {
         if constexpr (N <= 4) {
             return mul_inline(a, b);
