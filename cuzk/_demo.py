@@ -79,7 +79,8 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
         raise ValueError(f"unknown circuit {circuit!r}; known: {', '.join(CIRCUITS)}")
     from . import _snarkjs as sj
     from ._circuit import porep_like
-    from ._keygen import keygen_random
+    from ._keygen import KEYGEN_STEPS, keygen_random
+    from ._progress import Progress
     from ._params import write_params, write_vk
     from ._prover import public_inputs
 
@@ -96,7 +97,8 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
         return res
 
     r1cs, inputs, aux = step("circuit", porep_like, log_n, seed)
-    pk = step("keygen", _keygen, keygen_random, r1cs, seed, threads)
+    with Progress(f"keygen 2^{log_n}", KEYGEN_STEPS) as bar:
+        pk = step("keygen", keygen_random, r1cs, seed, threads, bar)
     asg = step("assignment", r1cs.assignment, inputs, aux)
 
     def write():
@@ -116,13 +118,6 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
 
     step("write", write)
     return t
-
-
-def _keygen(keygen_random, r1cs, seed, threads):
-    import inspect
-    if "threads" in inspect.signature(keygen_random).parameters:
-        return keygen_random(r1cs, seed, threads=threads)
-    return keygen_random(r1cs, seed)
 
 
 def default_cache_dir():

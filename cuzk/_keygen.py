@@ -30,7 +30,7 @@ import numpy as np
 from ._assignment import R_MOD, fr_ints_to_mont
 from ._params import ProvingKey, VerifyingKey
 
-__all__ = ["keygen", "keygen_random", "domain_root_int"]
+__all__ = ["KEYGEN_STEPS", "keygen", "keygen_random", "domain_root_int"]
 
 
 def domain_root_int(log_n: int) -> int:
@@ -55,16 +55,22 @@ def _first_zero(arr) -> int:
     return int(z[0]) if z.size else -1
 
 
+KEYGEN_STEPS = 4  # progress ticks: QAP evaluations, checks, G1 fixed-base pass, G2 pass
+
+
 def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
-           threads=None) -> ProvingKey:
+           threads=None, progress=None) -> ProvingKey:
     """Groth16 proving key for ``r1cs`` (a :class:`cuzk._circuit.R1CS` that includes
     bellperson's input rows) from toxic waste given as Python ints in [1, r).
 
     Raises ValueError when τ lies in the evaluation domain, or when a variable is
     unconstrained (IC/L point at infinity) or occurs in A/B with a QAP evaluation of zero
-    at τ (choose other toxic waste).
+    at τ (choose other toxic waste).  ``progress`` (e.g. a :class:`cuzk._progress.Progress`
+    of ``KEYGEN_STEPS``) has ``update()`` called after each step.
     """
     from ._native import _r1cs as nat
+
+    tick = progress.update if progress is not None else (lambda n=1: None)
 
     _check_waste(tau=tau, alpha=alpha, beta=beta, gamma=gamma, delta=delta)
     n = r1cs.domain_size
@@ -89,6 +95,7 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     zt = (pow(tau, n, R_MOD) - 1) % R_MOD
     h_first = fr_ints_to_mont([zt * pow(delta, -1, R_MOD) % R_MOD])[0]
     h_s = nat.geometric(h_first, tau_m, n - 1, threads=threads)
+    tick()
 
     for what, arr in (("IC", ic_s), ("L", l_s)):
         i = _first_zero(arr)
@@ -101,13 +108,16 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
             raise ValueError(f"{what} query entry {i}: QAP evaluation is 0 at tau for a "
                              "variable that occurs in the matrix; choose other toxic waste")
 
+    tick()
     # one fixed-base pass per group; the ProvingKey arrays are row slices of its output
     vk1 = fr_ints_to_mont([alpha, beta, delta])
     vk2 = fr_ints_to_mont([beta, gamma, delta])
     parts1 = [vk1, ic_s, h_s, l_s, a_s, b_s]
     g1 = nat.fixed_base_mul("g1", np.concatenate(parts1), threads=threads)
     del parts1
+    tick()
     g2 = nat.fixed_base_mul("g2", np.concatenate([vk2, b_s]), threads=threads)
+    tick()
     offs = np.cumsum([0, 3, ic_s.shape[0], h_s.shape[0], l_s.shape[0], a_s.shape[0],
                       b_s.shape[0]])
     sl = [g1[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
@@ -116,7 +126,7 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     return ProvingKey(vk, h=sl[2], l=sl[3], a=sl[4], b_g1=sl[5], b_g2=g2[3:])
 
 
-def keygen_random(r1cs, seed=None, threads=None) -> ProvingKey:
+def keygen_random(r1cs, seed=None, threads=None, progress=None) -> ProvingKey:
     """:func:`keygen` with toxic waste drawn uniformly from [1, r): from the OS CSPRNG, or,
     when ``seed`` is given, deterministically from it (test and benchmark parameters only)."""
     rng = secrets.SystemRandom() if seed is None else random.Random(f"cuzk-keygen-{seed}")
@@ -125,4 +135,4 @@ def keygen_random(r1cs, seed=None, threads=None) -> ProvingKey:
         tau, alpha, beta, gamma, delta = (rng.randrange(1, R_MOD) for _ in range(5))
         if pow(tau, n, R_MOD) != 1:
             break
-    return keygen(r1cs, tau, alpha, beta, gamma, delta, threads=threads)
+    return keygen(r1cs, tau, alpha, beta, gamma, delta, threads=threads, progress=progress)
