@@ -7,10 +7,11 @@ import pickle
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
+
+from helpers import run_threaded
 
 from cuzk import _backend
 from cuzk._backend import cuda_available, resolve_backend
@@ -22,30 +23,6 @@ gpu = [pytest.mark.gpu, pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA 
 DRIVER_OK = _driver.probe()[0]
 no_gpu_only = pytest.mark.skipif(CUDA_OK, reason="a CUDA device is usable here")
 no_driver_only = pytest.mark.skipif(DRIVER_OK, reason="a CUDA driver and device are present")
-
-
-def run_threaded(fn, nthreads):
-    """Run fn(i) on nthreads threads started together; re-raise the first error."""
-    barrier = threading.Barrier(nthreads)
-    errors = [None] * nthreads
-    results = [None] * nthreads
-
-    def body(i):
-        try:
-            barrier.wait()
-            results[i] = fn(i)
-        except BaseException as e:  # forwarded to the caller below
-            errors[i] = e
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(nthreads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
 
 
 # --------------------------------------------------------------------------- no GPU needed

@@ -3,9 +3,10 @@
 import os
 import shutil
 import sys
-import threading
 
 import pytest
+
+from helpers import run_threaded
 
 from cuzk import _kernels
 from cuzk._errors import NvrtcError
@@ -15,30 +16,6 @@ _kernels.load_program_modules()
 PROGRAMS = sorted(_kernels.KERNELS)
 
 EM_CUDA = 190  # ELF e_machine of CUDA binaries
-
-
-def run_threaded(fn, nthreads):
-    """Run fn(i) on nthreads threads started together; re-raise the first error."""
-    barrier = threading.Barrier(nthreads)
-    errors = [None] * nthreads
-    results = [None] * nthreads
-
-    def body(i):
-        try:
-            barrier.wait()
-            results[i] = fn(i)
-        except BaseException as e:  # forwarded to the caller below
-            errors[i] = e
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(nthreads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
 
 
 @pytest.fixture
