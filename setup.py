@@ -61,7 +61,11 @@ def extensions():
     import numpy
 
     debug = os.environ.get("CUZK_DEBUG") == "1"
-    cflags = ["-std=c++17", "-pthread", "-fno-strict-aliasing", "-Wno-unused-function"]
+    # -fno-gnu-unique: function-local statics of shared headers (ntt.hpp's twiddle cache) stay
+    # per extension; GNU unique symbols would make all extensions share one instance, and
+    # modules built at different header versions then corrupt each other (seen: segfault).
+    cflags = ["-std=c++17", "-pthread", "-fno-strict-aliasing", "-Wno-unused-function",
+              "-fno-gnu-unique"]
     if debug:
         cflags += ["-O0", "-g"]
     else:

@@ -41,6 +41,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+try:                                   # an installed cuzk, else this checkout's in-place build
+    import cuzk  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(REPO))
 
 
 def find_tool(env, name):
@@ -147,7 +151,11 @@ def snarkjs_compare(kind, log_n, repeat, threads, work, snarkjs, circom2):
     z = sj.read_zkey(d / "circuit.zkey")
     w = sj.read_wtns(d / "witness.wtns")
     ones = int(((w[:, 1:] == 0).all(axis=1) & (w[:, 0] <= 1)).sum())
+    import cuzk
     env = dict(os.environ)
+    # the CLI subprocess runs in the circuit's directory: let it import the same cuzk
+    pkg_root = str(Path(cuzk.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
     cuzk_cmd = [sys.executable, "-m", "cuzk", "prove", "--zkey", "circuit.zkey", "--wtns",
                 "witness.wtns", "--proof", "proof_cuzk.json", "--public", "public_cuzk.json",
                 "--backend", "cpu"]

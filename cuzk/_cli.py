@@ -130,6 +130,7 @@ def _parser():
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--repeat", type=int, default=3)
     s.add_argument("--json", default=None, help="also write the results as JSON here")
+    s.add_argument("--cache-dir", default=None, help="where generated circuits are cached")
     s.set_defaults(fn=_cmd_bench)
     return p
 
