@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import find_snarkjs
+
 from cuzk import _snarkjs as sj
 from cuzk._cli import main
 
@@ -168,15 +170,6 @@ def test_bad_file_through_a_subprocess(keydir, proof_bin, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # snarkjs path
-
-def find_snarkjs():
-    cands = [os.environ.get("CUZK_SNARKJS"), str(REPO / ".ci/node/node_modules/.bin/snarkjs"),
-             "/tmp/jstools/node_modules/.bin/snarkjs", shutil.which("snarkjs")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
-
 
 @pytest.mark.parametrize("circuit", ["mulchain", "rangecheck"])
 def test_snarkjs_prove_and_verify(capsys, tmp_path, circuit):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from helpers import find_snarkjs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -348,18 +350,9 @@ def test_wrong_conventions_are_caught(circuit, variant):
     assert not ref.verify(circuit["vk"], proof, circuit["public"])
 
 
-def _snarkjs():
-    cands = [os.environ.get("CUZK_SNARKJS"), str(REPO / ".ci/node/node_modules/.bin/snarkjs"),
-             "/tmp/jstools/node_modules/.bin/snarkjs", shutil.which("snarkjs")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
-
-
 @pytest.fixture(scope="module")
 def snarkjs_cli():
-    exe = _snarkjs()
+    exe = find_snarkjs()
     if exe is None or shutil.which("node") is None:
         pytest.skip("snarkjs CLI or node not found (set CUZK_SNARKJS)")
     probe = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import find_snarkjs
+
 import snarkjs_ref as ref
 from cuzk import _snarkjs as sj
 from cuzk import _snarkjs_prover as sp
@@ -276,15 +278,6 @@ def test_cuda_backend_is_refused_auto_uses_cpu(circuit):
 
 # ---------------------------------------------------------------------------------------------
 # snarkjs CLI interop
-
-def find_snarkjs():
-    cands = [os.environ.get("CUZK_SNARKJS"), str(REPO / ".ci/node/node_modules/.bin/snarkjs"),
-             "/tmp/jstools/node_modules/.bin/snarkjs", shutil.which("snarkjs")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
-
 
 @pytest.fixture(scope="module")
 def snarkjs_cli():
