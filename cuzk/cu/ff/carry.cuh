@@ -50,6 +50,13 @@ CUZK_CC_OP3(madc_hi, "madc.hi.u32")
 
 CUZK_DEVICE uint32_t mul_lo(uint32_t a, uint32_t b) { return a * b; }
 CUZK_DEVICE uint32_t mul_hi(uint32_t a, uint32_t b) { return __umulhi(a, b); }
+// -a as an opaque asm statement (see mont_t::redc_row for why it is not `0 - a`).
+CUZK_DEVICE uint32_t neg(uint32_t a)
+{
+    uint32_t r;
+    asm volatile("sub.u32 %0, 0, %1;" : "=r"(r) : "r"(a));
+    return r;
+}
 
 #else  // host emulation of the PTX semantics
 
@@ -79,6 +86,7 @@ inline uint32_t madc_hi(uint32_t a, uint32_t b, uint32_t c)
 { return addc((uint32_t)(((uint64_t)a * b) >> 32), c); }
 inline uint32_t mul_lo(uint32_t a, uint32_t b) { return a * b; }
 inline uint32_t mul_hi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+inline uint32_t neg(uint32_t a) { return 0u - a; }
 
 #endif
 

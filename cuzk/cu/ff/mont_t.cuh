@@ -113,25 +113,64 @@ struct mont_t {
     CUZK_DEVICE mont_t& operator*=(const mont_t& b) { return *this = *this * b; }
 
   private:
+    // Moduli whose two low limbs are 1 and 0xffffffff (BLS12-381's r): then
+    // M0 = -1, m = -E[0], and m * (p[0] + p[1] 2^32) adds nothing but ALU work
+    // (see redc_row).  Evaluated at compile time.
+#ifdef CUZK_MONT_GENERIC_REDC  // development: the generic row, for A/B measurements
+    static constexpr bool LOW_LIMBS_1_FFFF = false;
+#else
+    static constexpr bool LOW_LIMBS_1_FFFF = P::mod(0) == 1u && P::mod(1) == 0xffffffffu;
+#endif
+
     // Reduction row: m = E[0]*M0; O += m*p_odd; E += m*p_even (E[0] becomes 0).
     // E[k] holds column k, O[k] column k+1.
+    //
+    // With LOW_LIMBS_1_FFFF, for e = E[0] != 0 (m = 2^32 - e) the two low limbs
+    // add m - m 2^32 + m 2^64, i.e. column 0 += -e (it becomes 0 and carries
+    // 1), column 1 += e + 1 and column 2 += ~e; for e == 0 nothing.  With
+    // c = (e != 0), the carry of e + 0xffffffff: column 1 += e + c on the even
+    // chain, column 2 += m - c on the odd one, and only p[2..] are multiplied.
+    // m comes from an asm `sub`: given the plain expression, ptxas rewrites
+    // the row and no longer fuses its lo/hi pairs into IMAD.WIDE (3 issue
+    // slots of the multiplier per limb instead of 2).
     static CUZK_DEVICE void redc_row(uint32_t* E, uint32_t* O)
     {
-        uint32_t m = E[0] * P::M0;
-        O[0] = cc::mad_lo_cc(P::mod(1), m, O[0]);
-        O[1] = cc::madc_hi_cc(P::mod(1), m, O[1]);
+        if constexpr (LOW_LIMBS_1_FFFF) {
+            const uint32_t e = E[0];
+            uint32_t m = cc::neg(e);
+            uint32_t x = cc::sub_cc(0u, e);  // m, borrow = c
+            x = cc::subc(x, 0u);             // m - c
+            O[1] = cc::add_cc(O[1], x);
 #pragma unroll
-        for (int j = 2; j < N; j += 2) {
-            O[j] = cc::madc_lo_cc(P::mod(j + 1), m, O[j]);
-            O[j + 1] = cc::madc_hi_cc(P::mod(j + 1), m, O[j + 1]);
-        }
-        // carry out of the odd chain is 0 (see the bound in the header comment)
-        E[0] = cc::mad_lo_cc(P::mod(0), m, E[0]);
-        E[1] = cc::madc_hi_cc(P::mod(0), m, E[1]);
+            for (int j = 2; j < N; j += 2) {
+                O[j] = cc::madc_lo_cc(P::mod(j + 1), m, O[j]);
+                O[j + 1] = cc::madc_hi_cc(P::mod(j + 1), m, O[j + 1]);
+            }
+            // carry out of the odd chain is 0 (see the bound in the header comment)
+            (void)cc::add_cc(e, 0xffffffffu);  // carry = c
+            E[1] = cc::addc_cc(E[1], e);
 #pragma unroll
-        for (int j = 2; j < N; j += 2) {
-            E[j] = cc::madc_lo_cc(P::mod(j), m, E[j]);
-            E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
+            for (int j = 2; j < N; j += 2) {
+                E[j] = cc::madc_lo_cc(P::mod(j), m, E[j]);
+                E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
+            }
+        } else {
+            uint32_t m = E[0] * P::M0;
+            O[0] = cc::mad_lo_cc(P::mod(1), m, O[0]);
+            O[1] = cc::madc_hi_cc(P::mod(1), m, O[1]);
+#pragma unroll
+            for (int j = 2; j < N; j += 2) {
+                O[j] = cc::madc_lo_cc(P::mod(j + 1), m, O[j]);
+                O[j + 1] = cc::madc_hi_cc(P::mod(j + 1), m, O[j + 1]);
+            }
+            // carry out of the odd chain is 0 (see the bound in the header comment)
+            E[0] = cc::mad_lo_cc(P::mod(0), m, E[0]);
+            E[1] = cc::madc_hi_cc(P::mod(0), m, E[1]);
+#pragma unroll
+            for (int j = 2; j < N; j += 2) {
+                E[j] = cc::madc_lo_cc(P::mod(j), m, E[j]);
+                E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
+            }
         }
         O[N - 1] = cc::addc(O[N - 1], 0);
     }
