@@ -18,6 +18,9 @@ Builds nothing (needs cuzk._native._driver/_nvrtc built; _ntt for the CPU check)
    again for the Montgomery reduction); 64 IMAD/clk/SM is the sm_90 throughput of
    32-bit integer multiply-add.  A transform of 2^k does 2^(k-1)*k multiplications
    (remainder tree, no trivial twiddles); the inverse adds n (the 1/n), H adds 3n.
+   H's floor is the issue's: bellperson's algorithm, 7 transforms + 3n products.
+   cuzk's H does 6 transforms + 5n (cuzk._cuda_ntt.h_consts), 0.88x of that work, and
+   its plain transforms skip the 7n/8 products of their top three levels (twiddle 1).
 """
 
 import argparse

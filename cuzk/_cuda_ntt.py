@@ -13,14 +13,15 @@ size and kind and kept resident until ``release()``.  Bit-reversals are folded
 into the first or last pass, so the public functions take and return natural
 order at no extra pass.
 
-The H stage composes orders so no pass is spent on them: iNTT(a) (bit-reversed
-gather in its first pass, natural out) -> coset NTT (natural in, bit-reversed
-out; its first pass fused with the iNTT's last) for a, b and c; then
-(a·b - c)/Z pointwise fused into the first pass of the coset iNTT
-(bit-reversed in, natural out).  The inverse transforms inside H run unscaled
-and all the 1/n factors fold into the one pointwise constant:
-h = cosetINTT_raw((A'B' - n·C') · Z^-1 / n^3) with A' = n·A etc.
-18 kernel launches at 2^27 (7 transforms, 5 + 5 + 5 + 3 passes).
+The H stage (six transforms instead of bellperson's seven; ``h_consts`` has the
+algebra) composes orders so no pass is spent on them: U = iNTT((a·b - γc)·α/n)
+with the pointwise step and the bit-reversed gather in its first pass; for a and
+b: iNTT (gather in, natural out) -> NTT on the coset w_2n·H (natural in,
+bit-reversed out; its first pass fused with the iNTT's last); then A~·B~ times a
+constant fused into the first pass of the coset-w iNTT (bit-reversed in, natural
+out) whose last pass adds U.  The inverse transforms run unscaled and the 1/n
+factors fold into the pointwise constants.  16 kernel launches at 2^27
+(3 + 5 + 5 + 3 passes).
 """
 
 import os
@@ -44,6 +45,8 @@ _FR_BYTES = 32
 
 # pass flags (cuzk/cu/ntt/ntt.cuh)
 F_INV, F_FWD, F_LOAD_BITREV, F_STORE_BITREV, F_POINTWISE, F_SCALE_OUT = 1, 2, 4, 8, 16, 32
+F_PLAIN_INV, F_PLAIN_FWD = 64, 128   # the table is plain: top-level twiddles are 1
+F_PRODUCT, F_ADD_OUT = 256, 512
 # Tiles hold 2^11 elements (64 KiB of shared memory, two blocks per SM) up to 2^20 and
 # 2^10 (32 KiB, four blocks per SM) for the 3-pass sizes: measured on an H200, 2^10
 # tiles run 2^27 in 40.0 ms vs 43.6 ms (bench/gpu_ntt_notes.md).  Up to 2^11 the whole
@@ -149,7 +152,7 @@ class _DeviceState:
         self._lock = threading.RLock()
         self._fns = {}
         self._tables = {}      # (lg_n, kind) -> DeviceBuffer (plain allocation, resident)
-        self._consts = {}      # lg_n -> DeviceBuffer of [n, Z^-1/n^3, 1/n] (Montgomery)
+        self._consts = {}      # lg_n -> DeviceBuffer of H_CONSTS (Montgomery)
         self._staging = []     # free PinnedBuffers for uploads
         self._local = threading.local()
 
@@ -174,7 +177,12 @@ class _DeviceState:
         return f
 
     def table(self, lg_n, kind, stream):
-        """Twiddle table Z (heap order) of ``kind`` in {fwd, inv, cfwd, cinv} at size 2^lg_n."""
+        """Twiddle table Z (heap order) of ``kind`` at size 2^lg_n.
+
+        kinds: fwd/inv (plain), cfwd/cinv (coset g = COSET_GENERATOR), wfwd/winv (coset
+        w_2n, the primitive 2^(lg_n+1)-th root of unity: the other half of the domain
+        of size 2n, used by the H stage).
+        """
         key = (lg_n, kind)
         buf = self._tables.get(key)
         if buf is not None:
@@ -189,9 +197,11 @@ class _DeviceState:
     def _make_table(self, lg_n, kind, stream):
         d = _driver()
         n = 1 << lg_n
-        inverse = kind in ("inv", "cinv")
-        coset = kind in ("cfwd", "cinv")
-        w = pow(COSET_GENERATOR, (R_MODULUS - 1) >> lg_n, R_MODULUS)
+        if kind not in ("fwd", "inv", "cfwd", "cinv", "wfwd", "winv"):
+            raise ValueError(f"unknown twiddle table kind {kind!r}")
+        inverse = kind.endswith("inv")
+        shift = {"c": COSET_GENERATOR, "w": _root_of_unity(lg_n + 1)}.get(kind[0])
+        w = _root_of_unity(lg_n)
         if inverse:
             w = pow(w, -1, R_MODULUS)
         lg_half = lg_n - 1
@@ -200,8 +210,8 @@ class _DeviceState:
         pow_lo = _rows(_powers(w, 1 << lg_lo))
         pow_hi = _rows(_powers(pow(w, 1 << lg_lo, R_MODULUS), 1 << lg_hi))
         host = [pow_lo, pow_hi]
-        if coset:
-            g = COSET_GENERATOR if not inverse else pow(COSET_GENERATOR, -1, R_MODULUS)
+        if shift is not None:
+            g = shift if not inverse else pow(shift, -1, R_MODULUS)
             host.append(_rows([pow(g, 1 << (lg_n - 1 - l), R_MODULUS) for l in range(lg_n)]))
         tmp = []
         for h in host:
@@ -214,14 +224,14 @@ class _DeviceState:
         self.fn("cuzk_ntt_gen_zetas").launch(
             stream, grid, block,
             [("P", buf.ptr), ("I", lg_n), ("P", tmp[0].ptr), ("P", tmp[1].ptr), ("I", lg_lo),
-             ("P", tmp[2].ptr if coset else 0)])
+             ("P", tmp[2].ptr if shift is not None else 0)])
         for b in tmp:
             b.free(stream)
         stream.synchronize()   # once per table: later users on any stream see it complete
         return buf
 
     def consts(self, lg_n, stream):
-        """[n, (g^n - 1)^-1 / n^3, 1/n] in Montgomery form, resident."""
+        """``h_consts(lg_n)`` in Montgomery form, resident (K[0..3] of the pass kernel)."""
         buf = self._consts.get(lg_n)
         if buf is not None:
             return buf
@@ -229,11 +239,7 @@ class _DeviceState:
             buf = self._consts.get(lg_n)
             if buf is None:
                 d = _driver()
-                n = 1 << lg_n
-                r = R_MODULUS
-                zinv = pow((pow(COSET_GENERATOR, n, r) - 1) % r, -1, r)
-                ninv = pow(n, -1, r)
-                h = _rows([n % r, zinv * ninv * ninv * ninv % r, ninv])
+                h = _rows(h_consts(lg_n))
                 buf = d.DeviceBuffer.alloc(self.device, h.nbytes)
                 d.copy_htod(buf, h, h.nbytes, stream)
                 stream.synchronize()
@@ -275,34 +281,68 @@ class _DeviceState:
             shmem=E * _FR_BYTES)
 
     def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None)):
-        """h = (a·b - c)/Z as coefficients into d_h; d_a, d_b, d_c are clobbered.
+        """h = (a·b - c)/Z as coefficients into d_h with six transforms (see ``h_consts``);
+        d_a, d_b, d_c are clobbered.
 
         ``ready``: optional events to wait for before a, b, c are read.
         """
         plan = pass_plan(lg_n)
         zi = self.table(lg_n, "inv", stream)
-        zcf = self.table(lg_n, "cfwd", stream)
-        zci = self.table(lg_n, "cinv", stream)
+        zwf = self.table(lg_n, "wfwd", stream)
+        zwi = self.table(lg_n, "winv", stream)
         k = self.consts(lg_n, stream)
-        srcs, works = (d_a, d_b, d_c), (d_h, d_a, d_b)
-        for i in range(3):
-            if ready[i] is not None:
-                stream.wait_event(ready[i])
-            src, w = srcs[i], works[i]
-            for j, (S, LC, lo) in enumerate(reversed(plan)):   # iNTT, bottom bits first
+        for ev in ready:
+            if ev is not None:
+                stream.wait_event(ev)
+        inv_plan = list(reversed(plan))                           # bottom bits first
+        # U = n·iNTT((a·b - γc)·α/n) into d_h (a, b, c gathered: read, not clobbered)
+        for j, (S, LC, lo) in enumerate(inv_plan):
+            flags = F_INV | F_PLAIN_INV | ((F_LOAD_BITREV | F_POINTWISE) if j == 0 else 0)
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h, d_a if j == 0 else d_h,
+                             d_b=d_b, d_c=d_c, zinv=zi, k=k)
+        # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
+        for src, w in ((d_a, d_c), (d_b, d_a)):
+            for j, (S, LC, lo) in enumerate(inv_plan):
                 top = j == len(plan) - 1
-                flags = F_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+                flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
                 self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
-                                 zinv=zi, zfwd=zcf)
-            for (S, LC, lo) in plan[1:]:                         # rest of the coset NTT
-                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zcf)
-        # A' in d_h, B' in d_a, C' in d_b (bit-reversed); pointwise + coset iNTT into d_h
-        for j, (S, LC, lo) in enumerate(reversed(plan)):
-            if j == 0:
-                self.launch_pass(stream, lg_n, S, LC, lo, F_INV | F_POINTWISE, d_h, d_h,
-                                 d_b=d_a, d_c=d_b, zinv=zci, k=k)
-            else:
-                self.launch_pass(stream, lg_n, S, LC, lo, F_INV, d_h, d_h, zinv=zci)
+                                 zinv=zi, zfwd=zwf)
+            for (S, LC, lo) in plan[1:]:
+                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
+        # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h
+        for j, (S, LC, lo) in enumerate(inv_plan):
+            last = j == len(plan) - 1
+            flags = F_INV | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
+                             d_b=d_a, d_c=d_h, zinv=zwi, k=k)
+
+
+def _root_of_unity(lg):
+    """The primitive 2^lg-th root of unity of the transforms (COSET_GENERATOR^((r-1)/2^lg))."""
+    return pow(COSET_GENERATOR, (R_MODULUS - 1) >> lg, R_MODULUS)
+
+
+def h_consts(lg_n):
+    """The four constants of the H stage at n = 2^lg_n (canonical ints, not Montgomery).
+
+    bellperson's h is the coset-g interpolant of (A·B - C)/(g^n - 1), A, B, C the
+    degree < n interpolants of a, b, c over the domain.  With A·B = P + X^n Q
+    (deg P < n, deg Q <= n-2): iNTT(a·b) = P + Q (A·B mod X^n - 1), and on the coset
+    w·H (w = w_2n, so X^n = -1 there) iNTT_w(A_w·B_w) = P - Q.  Then
+        h = Q + (P + Q - C)/(g^n - 1) = iNTT(α·a·b - β·c) - iNTT_w(A_w·B_w)/2,
+    β = 1/(g^n - 1), α = 1/2 + β: six transforms (iNTT and NTT_w of a and of b, one
+    iNTT, one iNTT_w) instead of bellperson's seven, the same field elements out.
+    The kernels' inverse passes leave out 1/n, so with A~ = n·A_w:
+        K[0] = β/α, K[1] = α/n   U = n·iNTT((a·b - K[0]·c)·K[1])
+        K[2] = 1/n               (F_SCALE_OUT of a plain inverse transform)
+        K[3] = -1/(2n^3)         h = U + n·iNTT_w(A~·B~·K[3])
+    """
+    r = R_MODULUS
+    n = 1 << lg_n
+    ninv = pow(n, -1, r)
+    beta = pow((pow(COSET_GENERATOR, n, r) - 1) % r, -1, r)
+    alpha = (pow(2, -1, r) + beta) % r
+    return [beta * pow(alpha, -1, r) % r, alpha * ninv % r, ninv, (-pow(2 * n * n * n, -1, r)) % r]
 
 
 def _ptr(x):
@@ -378,7 +418,8 @@ def _run_transform(st, s, lg, d_in, d_out, inverse, coset, natural):
         cur = d_in
         for j, (S, LC, lo) in enumerate(reversed(plan)):
             first, last = j == 0, j == len(plan) - 1
-            flags = F_INV | (F_LOAD_BITREV if first and natural else 0) | (F_SCALE_OUT if last else 0)
+            flags = F_INV | (0 if coset else F_PLAIN_INV) | (F_LOAD_BITREV if first and natural else 0) \
+                | (F_SCALE_OUT if last else 0)
             st.launch_pass(s, lg, S, LC, lo, flags, d_out, cur, zinv=z, k=k)
             cur = d_out
     else:
@@ -386,7 +427,7 @@ def _run_transform(st, s, lg, d_in, d_out, inverse, coset, natural):
         cur = d_in
         for j, (S, LC, lo) in enumerate(plan):
             last = j == len(plan) - 1
-            flags = F_FWD | (F_STORE_BITREV if last and natural else 0)
+            flags = F_FWD | (0 if coset else F_PLAIN_FWD) | (F_STORE_BITREV if last and natural else 0)
             out = d_out if last else cur      # in place until the last pass
             st.launch_pass(s, lg, S, LC, lo, flags, out, cur, zfwd=z)
             cur = out
@@ -446,7 +487,7 @@ def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None
     """The H polynomial on device buffers: coefficients of h = (a·b - c)/Z into ``d_h``.
 
     ``d_a``, ``d_b``, ``d_c`` (evaluations, natural order, Montgomery) are clobbered.
-    Queues 7 transforms and the pointwise step on ``stream``; returns without waiting.
+    Queues six transforms (``h_consts`` says how) on ``stream``; returns without waiting.
     ``ready``: events to wait for before a, b, c are read (None: no wait).
     """
     if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:

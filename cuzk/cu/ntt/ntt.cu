@@ -14,10 +14,15 @@ using cuzk::fr_t;
 // grid = n / 2^(S+LC) blocks of max(1, 2^(S+LC-3)) threads, dynamic shared memory
 // 2^(S+LC) * 32 bytes (64 KiB for 2^11 tiles).  The bound (256 threads, 2 blocks) caps
 // registers at 128: two 2^11 tiles or four 2^10 tiles per SM.  See ntt/ntt.cuh.
+// CUZK_NTT_MAX_THREADS / CUZK_NTT_MIN_BLOCKS: development knobs (occupancy experiments;
+// a smaller MAX_THREADS needs CUZK_NTT_TILE_LOG <= 3 + log2 of it).
 #ifndef CUZK_NTT_MIN_BLOCKS
 #define CUZK_NTT_MIN_BLOCKS 2
 #endif
-extern "C" __global__ void __launch_bounds__(256, CUZK_NTT_MIN_BLOCKS)
+#ifndef CUZK_NTT_MAX_THREADS
+#define CUZK_NTT_MAX_THREADS 256
+#endif
+extern "C" __global__ void __launch_bounds__(CUZK_NTT_MAX_THREADS, CUZK_NTT_MIN_BLOCKS)
 cuzk_ntt_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_in_c,
               const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k, uint32_t lg_n, uint32_t lo,
               uint32_t S, uint32_t LC, uint32_t flags)

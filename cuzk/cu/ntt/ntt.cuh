@@ -13,7 +13,9 @@
 // natural output, scaled by n (the 1/n is folded elsewhere by the caller).
 // Because the twiddle depends only on the node, a pass over bits [lo, lo+S)
 // needs no twiddle multiplication between passes, and a coset costs nothing.
-// Cost: n/2 * lg_n Fr multiplications per transform, none trivial.
+// Cost: n/2 * lg_n Fr multiplications per transform; a plain (non-coset)
+// transform skips the 7n/8 whose twiddle is Z[1], Z[2] or Z[4] = 1 (its top
+// three levels, when they form one 3-bit round) or the n/2 of level 0.
 //
 // Pass structure.  A pass covers global bits [lo, lo+S) of the position: a
 // sub-problem is the 2^S positions that differ only there.  A block holds a
@@ -46,8 +48,12 @@ enum : uint32_t {
     F_FWD = 2u,           // then the forward rounds (CT, bits descending), table d_zfwd
     F_LOAD_BITREV = 4u,   // position p reads d_in[bitrev(p)] (lo == 0 only; d_in != d_out)
     F_STORE_BITREV = 8u,  // position p writes d_out[bitrev(p)] (lo == 0 only; d_in != d_out)
-    F_POINTWISE = 16u,    // input = (d_in*d_in_b - d_in_c*K[0]) * K[1]
+    F_POINTWISE = 16u,    // input = (d_in*d_in_b - d_in_c*K[0]) * K[1]  (gathered with F_LOAD_BITREV)
     F_SCALE_OUT = 32u,    // output *= K[2]
+    F_PLAIN_INV = 64u,    // d_zinv is a plain (non-coset) table: Z[1] = Z[2] = Z[4] = 1
+    F_PLAIN_FWD = 128u,   // d_zfwd is a plain (non-coset) table
+    F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]
+    F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out)
 };
 
 CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
@@ -148,7 +154,10 @@ struct pass_geom_t {
 
 // Round of W = 3 bits at local bit A: 8 elements per thread, 12 butterflies.
 // FWD: Cooley-Tukey top bit first; else Gentleman-Sande bottom bit first.
-template <bool FWD>
+// TRIV: the round covers the top three levels of the tree (every group has
+// h == 1) and the table is plain, so Z[1] = Z[2] = Z[4] = 1: 7 of the 12
+// butterflies need no multiplication (decided at compile time per butterfly).
+template <bool FWD, bool TRIV>
 CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
 {
     const uint32_t SH = g.LC + A;  // position of the round's bits in e
@@ -160,15 +169,16 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
         fr_t x[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) x[j] = tile.get(p0 ^ tile_t::phys((uint32_t)j << SH));
-        uint32_t h = g.node(e0, A, 3);
+        uint32_t h = TRIV ? 1u : g.node(e0, A, 3);
         if (FWD) {
 #pragma unroll
             for (int t = 2; t >= 0; t--) {
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     if (j & (1 << t)) continue;
-                    fr_t z = load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
-                    fr_t v = x[j + (1 << t)] * z;
+                    const bool one = TRIV && (j >> (t + 1)) == 0;  // Z[1], Z[2] or Z[4]
+                    fr_t v = x[j + (1 << t)];
+                    if (!one) v = v * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
                     x[j + (1 << t)] = x[j] - v;
                     x[j] = x[j] + v;
                 }
@@ -179,10 +189,10 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     if (j & (1 << t)) continue;
-                    fr_t z = load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    const bool one = TRIV && (j >> (t + 1)) == 0;
                     fr_t u = x[j], v = x[j + (1 << t)];
                     x[j] = u + v;
-                    x[j + (1 << t)] = (u - v) * z;
+                    x[j + (1 << t)] = one ? u - v : (u - v) * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
                 }
             }
         }
@@ -192,8 +202,11 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 }
 
 // Round of one bit at local bit A (the top rounds when 3 does not divide S).
+// plain: the table is plain, so the level-0 node (h == 1, uniform across the
+// block when the round is the top level) has twiddle 1.
 template <bool FWD>
-CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
+CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z,
+                        bool plain)
 {
     const uint32_t SH = g.LC + A;
     const uint32_t G = g.E >> 1;
@@ -203,47 +216,55 @@ CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
         uint32_t e0 = (grp & lowmask) | ((grp & ~lowmask) << 1);
         uint32_t p0 = tile_t::phys(e0), p1 = p0 ^ tile_t::phys(1u << SH);
         fr_t u = tile.get(p0), v = tile.get(p1);
-        fr_t z = load_fr_ro(d_z + g.node(e0, A, 1));
+        uint32_t h = g.node(e0, A, 1);
+        const bool one = plain && h == 1u;
         if (FWD) {
-            v = v * z;
+            if (!one) v = v * load_fr_ro(d_z + h);
             tile.put(p0, u + v);
             tile.put(p1, u - v);
         } else {
             tile.put(p0, u + v);
-            tile.put(p1, (u - v) * z);
+            tile.put(p1, one ? u - v : (u - v) * load_fr_ro(d_z + h));
         }
     }
 }
 
 // Rounds cover local bits [3k, min(3k+3, S)); a partial top round runs as
-// single-bit rounds.  Every round ends with a block barrier.
-CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z)
+// single-bit rounds.  Every round ends with a block barrier.  plain: the table
+// is plain (F_PLAIN_*), so the top-level twiddles are 1 (see round3/round1).
+CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain)
 {
     uint32_t A = 0;
 #pragma unroll 1
     for (; A + 3 <= g.S; A += 3) {
-        round3<false>(tile, g, A, d_z);
+        if (plain && g.lo + A + 3 == g.lg_n)
+            round3<false, true>(tile, g, A, d_z);
+        else
+            round3<false, false>(tile, g, A, d_z);
         __syncthreads();
     }
 #pragma unroll 1
     for (; A < g.S; A++) {
-        round1<false>(tile, g, A, d_z);
+        round1<false>(tile, g, A, d_z, plain);
         __syncthreads();
     }
 }
 
-CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z)
+CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain)
 {
     uint32_t full = g.S / 3 * 3;
 #pragma unroll 1
     for (uint32_t A = g.S; A-- > full;) {
-        round1<true>(tile, g, A, d_z);
+        round1<true>(tile, g, A, d_z, plain);
         __syncthreads();
     }
 #pragma unroll 1
     for (uint32_t A = full; A >= 3;) {
         A -= 3;
-        round3<true>(tile, g, A, d_z);
+        if (plain && g.lo + A + 3 == g.lg_n)
+            round3<true, true>(tile, g, A, d_z);
+        else
+            round3<true, false>(tile, g, A, d_z);
         __syncthreads();
     }
 }
@@ -280,12 +301,14 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
 
     {  // load: element e = (c, m), c = e mod C
         const bool gather = (flags & F_LOAD_BITREV) != 0;
-        if (flags & F_POINTWISE) {
-            fr_t k0 = load_fr_ro(d_k), k1 = load_fr_ro(d_k + 1);
+        if (flags & (F_POINTWISE | F_PRODUCT)) {
+            const bool pw = (flags & F_POINTWISE) != 0;
+            fr_t k0 = load_fr_ro(d_k + (pw ? 0 : 3)), k1 = load_fr_ro(d_k + 1);
 #pragma unroll 1
             for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
-                uint64_t idx = g.mem_index(e & cmask, e >> LC, false);
-                fr_t v = (load_fr(d_in + idx) * load_fr(d_in_b + idx) - load_fr(d_in_c + idx) * k0) * k1;
+                uint64_t idx = g.mem_index(e & cmask, e >> LC, gather);
+                fr_t v = load_fr(d_in + idx) * load_fr(d_in_b + idx);
+                v = pw ? (v - load_fr(d_in_c + idx) * k0) * k1 : v * k0;
                 tile.put(tile_t::phys(e), v);
             }
         } else {
@@ -297,16 +320,20 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         }
     }
     __syncthreads();
-    if (flags & F_INV) rounds_inv(tile, g, d_zinv);
-    if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd);
+    if (flags & F_INV) rounds_inv(tile, g, d_zinv, (flags & F_PLAIN_INV) != 0);
+    if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd, (flags & F_PLAIN_FWD) != 0);
     {  // store (every round ended with a barrier)
         const bool scatter = (flags & F_STORE_BITREV) != 0;
-        if (flags & F_SCALE_OUT) {
+        if (flags & (F_SCALE_OUT | F_ADD_OUT)) {
+            const bool scale = (flags & F_SCALE_OUT) != 0, add = (flags & F_ADD_OUT) != 0;
             fr_t k2 = load_fr_ro(d_k + 2);
 #pragma unroll 1
             for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
                 uint64_t idx = g.mem_index(e & cmask, e >> LC, scatter);
-                store_fr(d_out + idx, tile.get(tile_t::phys(e)) * k2);
+                fr_t v = tile.get(tile_t::phys(e));
+                if (scale) v = v * k2;
+                if (add) v = v + load_fr(d_in_c + idx);
+                store_fr(d_out + idx, v);
             }
         } else {
 #pragma unroll 4
