@@ -379,6 +379,23 @@ def test_h_stage_matches_composed_transforms(rng):
     assert np.array_equal(a2, h)
 
 
+@pytest.mark.parametrize("lg", [0, 1, 2, 5, 9, 13, 17, 19])
+def test_h_stage_six_transforms_equal_seven(lg, rng):
+    """The six-transform H (production) gives bellperson's seven-transform bytes for arbitrary
+    (unsatisfied) a, b, c, on both CPU paths and both arithmetics."""
+    n = 1 << lg
+    abc = [random_mont(rng, n) for _ in range(3)]
+    seven = [v.copy() for v in abc]
+    _h_stage_impl(*seven, threads=2, seven=True)
+    six = [v.copy() for v in abc]
+    h_stage(*six, threads=2)
+    assert np.array_equal(six[0], seven[0])
+    if lg >= 2:
+        four = [v.copy() for v in abc]
+        _h_stage_impl(*four, threads=1, portable=True, path="fourstep")
+        assert np.array_equal(four[0], seven[0])
+
+
 # ---- validation --------------------------------------------------------------------------------
 def test_rejects_bad_arrays():
     good = np.zeros((8, 4), dtype=np.uint64)

@@ -120,6 +120,8 @@ def _h(a, b, c, threads, int flags):
     _check("c", c, nt)
     if not (a.shape[0] == b.shape[0] == c.shape[0]):
         raise ValueError(f"a, b, c must have the same length, got {a.shape[0]}, {b.shape[0]}, {c.shape[0]}")
+    if lg >= MAX_LOG_SIZE:
+        raise ValueError(f"h_stage: at most 2^{MAX_LOG_SIZE - 1} elements (the stage needs a 2n-th root of unity)")
     if np.may_share_memory(a, b) or np.may_share_memory(a, c) or np.may_share_memory(b, c):
         raise ValueError("a, b and c must not overlap")
     cdef uint64_t[:, ::1] va = a, vb = b, vc = c
@@ -130,10 +132,12 @@ def _h(a, b, c, threads, int flags):
 def h_stage(a, b, c, threads=0):
     """Groth16 H stage (bellperson): coefficients of h = (A·B − C)/Z, in place in ``a``.
 
-    ``a, b, c`` hold the evaluations of A·z, B·z, C·z on the domain <ω_n>.  Computes
-    iNTT → coset NTT for each, (a·b − c)·(g^n − 1)^-1 on the coset, coset iNTT.  ``a``
-    receives the n coefficients of h (the last is 0 when A·B − C vanishes on the domain);
-    ``b`` and ``c`` are overwritten (scratch).
+    ``a, b, c`` hold the evaluations of A·z, B·z, C·z on the domain <ω_n>.  The result is
+    bellperson's: iNTT → coset NTT for each, (a·b − c)·(g^n − 1)^-1 on the coset, coset
+    iNTT — computed with six transforms instead of those seven, the same field elements
+    (``cuzk/_native/include/cuzk/ntt.hpp``, ``detail::h_stage``).  ``a`` receives the n
+    coefficients of h (the last is 0 when A·B − C vanishes on the domain); ``b`` and ``c``
+    are overwritten (scratch).  n <= 2^31.
 
     Parameters
     ----------
@@ -149,9 +153,11 @@ def h_stage(a, b, c, threads=0):
     _h(a, b, c, threads, 0)
 
 
-def _h_stage_impl(a, b, c, threads=0, bint portable=False, str path="auto"):
-    """``h_stage`` with the implementation pinned (see ``_ntt_mont_impl``), for tests."""
-    _h(a, b, c, threads, _test_flags(portable, path))
+def _h_stage_impl(a, b, c, threads=0, bint portable=False, str path="auto", bint seven=False):
+    """``h_stage`` with the implementation pinned (see ``_ntt_mont_impl``), for tests and
+    benchmarks; ``seven``: bellperson's seven-transform order instead of the six-transform one
+    (the same bytes)."""
+    _h(a, b, c, threads, _test_flags(portable, path) | (8 if seven else 0))
 
 
 def domain_root(int lg_n):

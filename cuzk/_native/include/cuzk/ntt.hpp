@@ -12,7 +12,8 @@
 //   coset inverse   x[j] = g^-j · n^-1 · Σ_i X[i]·ω_n^(-i·j)   (inverse, then scale by g^-j)
 // H stage (bellperson `create_proof`): with a, b, c the evaluations of A·z, B·z, C·z on the
 //   domain, a ← coset_inverse( (coset(a)·coset(b) − coset(c)) · (g^n − 1)^-1 ), where
-//   coset(v) = coset_forward(inverse(v)).  a then holds the n coefficients of
+//   coset(v) = coset_forward(inverse(v)) (computed with six transforms instead of those
+//   seven, same field elements: see detail::h_stage).  a then holds the n coefficients of
 //   h = (A·B − C)/Z, Z = X^n − 1; the top coefficient is 0 when A·B − C vanishes on the domain
 //   (bellperson drops it: the H MSM runs over n − 1 points).  b and c are overwritten.
 //
@@ -792,8 +793,20 @@ inline void transform(fr_t* const* xs, size_t count, int lg, bool inverse, bool 
     }
 }
 
+// o[i] = f(i) for i < n on several threads (chunks of 8192).
+template <class Fn>
+inline void for_each_index(size_t n, size_t threads, Fn&& f) {
+    const size_t chunk = 8192, nchunks = (n + chunk - 1) / chunk;
+    parallel_items(nchunks, threads, [&](size_t item, size_t) {
+        const size_t begin = item * chunk, end = std::min(n, begin + chunk);
+        for (size_t i = begin; i < end; i++) f(i);
+    });
+}
+
+// bellperson's order, seven transforms: the reference the six-transform h_stage must equal
+// (tests and the A/B benchmark select it with test flag bit 3).
 template <class A>
-inline void h_stage(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path) {
+inline void h_stage_seven(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path) {
     fr_t* abc[3] = {a, b, c};
     const size_t n = size_t(1) << lg;
     // evaluations on the domain -> coefficients (n^-1 folded into the coset scaling)
@@ -802,13 +815,9 @@ inline void h_stage(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path)
     // -> evaluations on the coset g·<ω>
     dft<A>(abc, 3, lg, false, nullptr, threads, path);
     // a·b − c on the coset (fully reduced)
-    const size_t chunk = 8192, nchunks = (n + chunk - 1) / chunk;
-    parallel_items(nchunks, threads, [&](size_t item, size_t) {
-        const size_t begin = item * chunk, end = std::min(n, begin + chunk);
-        for (size_t i = begin; i < end; i++) {
-            A::mulr_to(a + i, a + i, b + i);
-            a[i] = a[i] - c[i];
-        }
+    for_each_index(n, threads, [&](size_t i) {
+        A::mulr_to(a + i, a + i, b + i);
+        a[i] = a[i] - c[i];
     });
     // back to coefficients; Z = X^n − 1 is the constant g^n − 1 on the coset
     uint64_t e = n;
@@ -816,6 +825,43 @@ inline void h_stage(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path)
     fr_t s = zinv * size_inv(lg);
     dft<A>(&a, 1, lg, true, nullptr, threads, path);
     scale_powers<A>(&a, 1, lg, s, generator(true), true, threads);
+}
+
+// bellperson's h (see the conventions at the top) with six transforms instead of its seven
+// (the GPU's algorithm too, cuzk/_cuda_ntt.py `h_consts`); lg < kMaxLg.  With
+// A·B = P + X^n·Q (deg P < n, deg Q <= n − 2): iNTT(a·b) = P + Q, and on the coset w·<ω>
+// (w = ω_2n, X^n = −1 there) the interpolant of A·B is P − Q.  bellperson's coset-g result is
+// Q + (P + Q − C)/(g^n − 1) for any a, b, c, so with β = 1/(g^n − 1), α = 1/2 + β:
+//     h = iNTT(α·a·b − β·c) − iNTT_w(A_w·B_w)/2.
+// Products: 6 DFTs + 6n (pointwise 3n, scalings 3n) instead of 7 DFTs + 5n.  Needs the
+// 2n-th root w, so lg < kMaxLg (2^31 elements: 64 GiB per vector).
+template <class A>
+inline void h_stage(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path) {
+    const size_t n = size_t(1) << lg;
+    uint64_t e = n;
+    const fr_t beta = (generator(false).pow(&e, 1) - fr_t::one()).inv();
+    const fr_t half = fr_t::from_u64(2).inv();
+    const fr_t alpha = half + beta, alpha_inv = alpha.inv();
+    const fr_t gamma = beta * alpha_inv;
+    // c <- a·b − γ·c (reduced); a and b stay
+    for_each_index(n, threads, [&](size_t i) {
+        fr_t ab, gc;
+        A::mulr_to(&ab, a + i, b + i);
+        A::mulr_to(&gc, &gamma, c + i);
+        c[i] = ab - gc;
+    });
+    // c <- U = (α/n)·iDFT(c) = iNTT(α·a·b − β·c); a, b <- α·(coefficients of A, B)
+    fr_t* abc[3] = {a, b, c};
+    const fr_t s1 = alpha * size_inv(lg);
+    dft<A>(abc, 3, lg, true, &s1, threads, path);
+    // a, b <- A, B evaluated on w·<ω>: coefficient j times w^j / α, then a forward DFT
+    scale_powers<A>(abc, 2, lg, alpha_inv, omega(lg + 1, false), false, threads);
+    dft<A>(abc, 2, lg, false, nullptr, threads, path);
+    for_each_index(n, threads, [&](size_t i) { A::mulr_to(a + i, a + i, b + i); });
+    // a <- −iNTT_w(a)/2 = −(1/2n)·w^-j·iDFT(a), then h = U + that
+    dft<A>(&a, 1, lg, true, nullptr, threads, path);
+    scale_powers<A>(&a, 1, lg, -(half * size_inv(lg)), omega(lg + 1, true), true, threads);
+    for_each_index(n, threads, [&](size_t i) { a[i] = a[i] + c[i]; });
 }
 
 }  // namespace detail
@@ -853,18 +899,23 @@ inline void ntt_inplace(uint64_t* data, int lg, bool inverse, bool coset, size_t
         detail::transform<detail::arith_fast>(&x, 1, lg, inverse, coset, threads, path);
 }
 
-// The H stage on 2^lg evaluations; the coefficients of h end up in a; b and c are scratch.
+// The H stage on 2^lg evaluations (lg < 32); the coefficients of h end up in a; b and c are
+// scratch.  test_flags as ntt_inplace's, plus bit 3: bellperson's seven-transform order
+// (the same bytes; tests and A/B benchmarks).
 inline void h_stage_inplace(uint64_t* a, uint64_t* b, uint64_t* c, int lg, size_t threads,
                             int test_flags = 0) {
-    if (lg < 0 || lg > kMaxLg) throw std::invalid_argument("h_stage: lg out of range");
+    if (lg < 0 || lg >= kMaxLg) throw std::invalid_argument("h_stage: lg out of range (0 <= lg < 32)");
     fr_t* pa = reinterpret_cast<fr_t*>(a);
     fr_t* pb = reinterpret_cast<fr_t*>(b);
     fr_t* pc = reinterpret_cast<fr_t*>(c);
     const int path = (test_flags >> 1) & 3;
+    const bool seven = (test_flags & 8) != 0;
     if (test_flags & 1)
-        detail::h_stage<detail::arith_generic>(pa, pb, pc, lg, threads, path);
+        (seven ? detail::h_stage_seven<detail::arith_generic>
+               : detail::h_stage<detail::arith_generic>)(pa, pb, pc, lg, threads, path);
     else
-        detail::h_stage<detail::arith_fast>(pa, pb, pc, lg, threads, path);
+        (seven ? detail::h_stage_seven<detail::arith_fast>
+               : detail::h_stage<detail::arith_fast>)(pa, pb, pc, lg, threads, path);
 }
 
 // Test hook for the lazy arithmetic: out = {x + y, x − y, w·x·R^-1} (4 limbs each, each < 2r,
