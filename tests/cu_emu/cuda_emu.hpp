@@ -1,0 +1,49 @@
+// Host stand-ins for the CUDA language features that cuzk's kernels use, so that
+// cuzk/cu sources compile with an ordinary C++20 compiler under CUZK_HOST_EMU.
+// Developer/test tool only (tests/test_cu_emu.py): never shipped, never used by
+// cuzk at run time.  The PTX carry-chain semantics are NOT emulated here: they
+// come from cuzk/cu/ff/carry.cuh's own CUZK_HOST_EMU branch.
+//
+// Execution model (see emu.cpp): every CUDA thread of a block is a fiber on one
+// host thread; __syncthreads() switches fibers.  Built-ins that a kernel may
+// read (threadIdx, blockIdx, emu_dyn_smem) are per host thread, and the
+// scheduler sets them before it resumes a fiber.  An intrinsic missing here is
+// a compile error on purpose: add it (with PTX semantics) rather than stub it.
+#pragma once
+#ifndef CUZK_HOST_EMU
+#define CUZK_HOST_EMU 1
+#endif
+#include <cstdint>
+#include <cstring>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+
+extern thread_local dim3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+// Base of the block's dynamic shared memory (`extern __shared__` has no host
+// equivalent; cuzk/cu/ntt/ntt.cuh reads this under CUZK_HOST_EMU).
+extern thread_local void* emu_dyn_smem;
+
+void __syncthreads();
+
+inline uint4 __ldg(const uint4* p) { return *p; }
+inline unsigned __brev(unsigned x)
+{
+    unsigned r = 0;
+    for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }

@@ -1,0 +1,466 @@
+"""A fake ``cuzk._native._driver`` over host memory and the kernel emulator (emu.cpp).
+
+Developer/test tool only (tests/test_cu_emu.py); never shipped, never used by cuzk
+at run time.  ``FakeDriver(lib_path)`` loads a built emulator library and offers
+the subset of the driver's API that ``cuzk._cuda_ntt`` uses, with the checks a real
+device would make where they are cheap:
+
+* device memory is host memory in buffers with poisoned contents (0xFF) and
+  guarded red zones; a write past either end is reported after the launch, free
+  or copy that follows it; freed buffers are poisoned;
+* kernel pointer arguments must point into a live device or pinned buffer, copies
+  must stay inside the device buffers they name;
+* launches are checked like cuLaunchKernel does: argument count and sizes against
+  the kernel's parameters, 1..1024 threads, dynamic shared memory above 48 KiB
+  only after ``set_max_dynamic_shared``;
+* everything is synchronous: streams and events only record the calls.
+
+``install(monkeypatch)`` points ``cuzk._cuda_ntt`` at the fake (driver, module
+loader and per-device state) through pytest's ``monkeypatch``, so the real driver
+is untouched and everything is restored after the test.
+"""
+
+import ctypes
+import threading
+
+import numpy as np
+
+from cuzk._errors import CudaError
+
+__all__ = ["FakeDriver", "KernelEmulator"]
+
+_FMT = {  # kernel-argument formats of cuzk._native._driver.LaunchArgs -> ctypes type
+    "P": ctypes.c_uint64, "Q": ctypes.c_uint64, "q": ctypes.c_int64, "d": ctypes.c_double,
+    "I": ctypes.c_uint32, "i": ctypes.c_int32, "f": ctypes.c_float,
+    "H": ctypes.c_uint16, "h": ctypes.c_int16, "B": ctypes.c_uint8, "b": ctypes.c_int8,
+}
+_INT_RANGE = {"P": (0, 2**64), "Q": (0, 2**64), "q": (-2**63, 2**63), "I": (0, 2**32),
+              "i": (-2**31, 2**31), "H": (0, 2**16), "h": (-2**15, 2**15), "B": (0, 2**8),
+              "b": (-2**7, 2**7)}
+_ALIGN = 256                 # cuMemAlloc alignment
+_REDZONE = 256               # guard bytes on each side of a device buffer
+_GUARD = 0xEB
+_POISON = 0xFF               # fresh and freed device memory (not a reduced field element)
+_SMEM_DEFAULT = 48 * 1024    # dynamic shared memory without the opt-in
+_SMEM_OPTIN = 227 * 1024     # sm_90's per-block opt-in maximum
+
+# CUresult codes used in the errors raised
+_INVALID_VALUE, _NOT_FOUND, _ILLEGAL_ADDRESS, _LAUNCH_FAILED = 1, 500, 700, 719
+
+
+def _err(call, code, name, message):
+    return CudaError(call, code, name, message)
+
+
+class KernelEmulator:
+    """ctypes front of a built emu.cpp library."""
+
+    def __init__(self, lib_path, workers=0):
+        self.path = str(lib_path)
+        self.workers = workers
+        self._lib = ctypes.CDLL(self.path)
+        self._lib.emu_has_kernel.argtypes = [ctypes.c_char_p]
+        self._lib.emu_has_kernel.restype = ctypes.c_int
+        self._lib.emu_launch.argtypes = [
+            ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+            ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint,
+            ctypes.c_char_p, ctypes.c_size_t]
+        self._lib.emu_launch.restype = ctypes.c_int
+
+    def has_kernel(self, name):
+        return bool(self._lib.emu_has_kernel(name.encode()))
+
+    def launch(self, name, grid, block, smem, args):
+        """args: list of (fmt, int/float) already validated; raises CudaError on failure."""
+        n = len(args)
+        holders = [_FMT[fmt](v) for fmt, v in args]
+        ptrs = (ctypes.c_void_p * max(n, 1))()
+        sizes = (ctypes.c_uint * max(n, 1))()
+        for i, h in enumerate(holders):
+            ptrs[i] = ctypes.cast(ctypes.pointer(h), ctypes.c_void_p)
+            sizes[i] = ctypes.sizeof(h)
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.emu_launch(name.encode(), grid, block, smem, n, sizes, ptrs, self.workers,
+                                  err, len(err))
+        if rc != 0:
+            raise _err("cuLaunchKernel", _LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED (emulator)",
+                       err.value.decode(errors="replace"))
+
+
+def _dims(d, what):
+    t = (d,) if isinstance(d, int) else tuple(d)
+    if not 1 <= len(t) <= 3 or any(int(x) < 1 for x in t):
+        raise ValueError(f"{what}: expected 1-3 positive ints, got {d!r}")
+    if any(int(x) != 1 for x in t[1:]):
+        raise NotImplementedError(f"the emulator runs 1-D launches only, {what}={d!r}")
+    return int(t[0])
+
+
+class FakeDriver:
+    """The driver API subset used by cuzk._cuda_ntt, over host memory and the emulator."""
+
+    def __init__(self, lib_path, workers=0):
+        self.emu = KernelEmulator(lib_path, workers)
+        self.launches = []          # (kernel name, grid, block, shmem, args) of every launch
+        self._live = {}             # id -> _Alloc (device buffers and pinned buffers)
+        self._lock = threading.RLock()
+        drv = self
+
+        # ------------------------------------------------------------ memory
+        class _Alloc:
+            """Host storage with red zones; ``ptr`` is aligned like cuMemAlloc's."""
+            kind = "device"
+
+            def __init__(self, nbytes):
+                if nbytes < 0:
+                    raise ValueError("nbytes must be >= 0")
+                self._nbytes = int(nbytes)
+                self._raw = np.empty(self._nbytes + 2 * _REDZONE + _ALIGN, np.uint8)
+                base = self._raw.ctypes.data
+                start = (base + _REDZONE + _ALIGN - 1) // _ALIGN * _ALIGN
+                self._off = start - base
+                self._raw[:] = _GUARD
+                self._raw[self._off:self._off + self._nbytes] = self._fill
+                self._ptr = start
+                self.closed = False
+                with drv._lock:
+                    drv._live[id(self)] = self
+
+            _fill = _POISON
+
+            @property
+            def ptr(self):
+                if self.closed:
+                    raise ValueError(f"{self.kind} buffer is closed")
+                return self._ptr
+
+            @property
+            def nbytes(self):
+                return self._nbytes
+
+            def __len__(self):
+                return self._nbytes
+
+            def check_guards(self):
+                lo = self._raw[:self._off]
+                hi = self._raw[self._off + self._nbytes:]
+                if (lo != _GUARD).any() or (hi != _GUARD).any():
+                    raise _err("emulator", _ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                               f"a write outside the {self._nbytes}-byte {self.kind} buffer "
+                               f"at {self._ptr:#x} (red zone overwritten)")
+
+            def contains(self, ptr, nbytes):
+                return self._ptr <= ptr and ptr + nbytes <= self._ptr + self._nbytes
+
+            def close(self):
+                if self.closed:
+                    return
+                self.check_guards()
+                self._raw[self._off:self._off + self._nbytes] = _POISON
+                with drv._lock:
+                    drv._live.pop(id(self), None)
+                self.closed = True
+
+            def free(self, stream=None):
+                self.close()
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.close()
+
+        class DeviceBuffer(_Alloc):
+            pool = None
+
+            @staticmethod
+            def alloc(device, nbytes):
+                b = DeviceBuffer(nbytes)
+                b.device = device
+                return b
+
+        class PinnedBuffer(_Alloc):
+            kind = "pinned"
+            _fill = 0
+
+            def __init__(self, nbytes, device=None):
+                super().__init__(nbytes)
+                self.device = device
+
+            def asarray(self, dtype="uint8", shape=None):
+                dt = np.dtype(dtype)
+                a = np.ctypeslib.as_array((ctypes.c_uint8 * self._nbytes).from_address(self.ptr))
+                a = a[: self._nbytes // dt.itemsize * dt.itemsize].view(dt)
+                return a if shape is None else a.reshape(shape)
+
+        class MemPool:
+            def __init__(self, device, release_threshold=2**64 - 1, create=False):
+                self.device = device
+
+            def alloc(self, nbytes, stream):
+                b = DeviceBuffer(nbytes)
+                b.device, b.pool = self.device, self
+                return b
+
+            def trim(self, keep_bytes=0):
+                pass
+
+            def close(self):
+                pass
+
+        # ------------------------------------------------------------ device, streams, events
+        class Device:
+            _devices = {}
+
+            def __init__(self, ordinal=0):
+                if ordinal != 0:
+                    raise _err("cuDeviceGet", 101, "CUDA_ERROR_INVALID_DEVICE",
+                               "the emulator has one device")
+                self.ordinal = ordinal
+                self.name = "cuzk host emulator"
+                self.arch = "sm_90"
+                self.cc = (9, 0)
+                self.sm_count = 4
+                self.total_mem = 1 << 34
+                self.l2_size = 1 << 20
+                self.max_shared_per_block_optin = _SMEM_OPTIN
+                self.cooperative_launch = False
+                self.closed = False
+
+            @staticmethod
+            def get(ordinal=0):
+                d = Device._devices.get(ordinal)
+                if d is None:
+                    d = Device._devices[ordinal] = Device(ordinal)
+                return d
+
+            @property
+            def context(self):
+                return id(self)
+
+            handle = context
+
+            def set_current(self):
+                pass
+
+            def synchronize(self):
+                pass
+
+            def mem_info(self):
+                return self.total_mem, self.total_mem
+
+            def close(self):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                pass
+
+        class Stream:
+            def __init__(self, device, nonblocking=True, priority=0):
+                self.device, self.nonblocking, self.priority = device, nonblocking, priority
+                self.closed = False
+
+            handle = property(lambda self: id(self))
+
+            def synchronize(self):
+                pass
+
+            def wait_event(self, event):
+                if not isinstance(event, Event):
+                    raise TypeError(f"wait_event needs an Event, got {type(event).__name__}")
+
+            def query(self):
+                return True
+
+            def close(self):
+                self.closed = True
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.close()
+
+        class Event:
+            def __init__(self, device, timing=True, blocking_sync=False):
+                self.device, self.timing = device, timing
+                self.closed = False
+
+            handle = property(lambda self: id(self))
+
+            def record(self, stream=None):
+                pass
+
+            def synchronize(self):
+                pass
+
+            def query(self):
+                return True
+
+            @staticmethod
+            def elapsed_ms(start, end):
+                return 0.0
+
+            def close(self):
+                self.closed = True
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.close()
+
+        # ------------------------------------------------------------ modules and launches
+        class Function:
+            def __init__(self, module, name):
+                self.module, self.name = module, name
+                self.max_dynamic_shared = _SMEM_DEFAULT
+
+            def set_max_dynamic_shared(self, nbytes):
+                if not 0 <= nbytes <= _SMEM_OPTIN:
+                    raise _err("cuFuncSetAttribute", _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                               f"{nbytes} bytes of dynamic shared memory (max {_SMEM_OPTIN})")
+                self.max_dynamic_shared = nbytes
+
+            def launch(self, stream, grid, block, args=(), shmem=0, cooperative=False):
+                g, b = _dims(grid, "grid"), _dims(block, "block")
+                if cooperative:
+                    raise NotImplementedError("the emulator has no cooperative launches")
+                if shmem > self.max_dynamic_shared:
+                    raise _err("cuLaunchKernel", _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                               f"{self.name}: {shmem} bytes of dynamic shared memory, the "
+                               f"function allows {self.max_dynamic_shared}")
+                packed = [drv._pack_arg(self.name, i, a) for i, a in enumerate(args)]
+                drv.launches.append((self.name, g, b, shmem, [v for _, v in packed]))
+                drv.emu.launch(self.name, g, b, shmem, packed)
+                drv.check_guards()
+
+        class Module:
+            def __init__(self, device=None):
+                self.device = device
+                self.closed = False
+
+            def function(self, name):
+                if not drv.emu.has_kernel(name):
+                    raise _err("cuModuleGetFunction", _NOT_FOUND, "CUDA_ERROR_NOT_FOUND",
+                               f"no kernel {name!r} in the emulator")
+                return Function(self, name)
+
+            def close(self):
+                self.closed = True
+
+        self.DeviceBuffer, self.PinnedBuffer, self.MemPool = DeviceBuffer, PinnedBuffer, MemPool
+        self.Device, self.Stream, self.Event = Device, Stream, Event
+        self.Module, self.Function = Module, Function
+        self._Alloc = _Alloc
+
+    # ---------------------------------------------------------------- helpers
+    def probe(self):
+        return True, "cuzk host emulator"
+
+    def device_count(self):
+        return 1
+
+    def check_guards(self):
+        with self._lock:
+            allocs = list(self._live.values())
+        for a in allocs:
+            a.check_guards()
+
+    def _find(self, ptr, nbytes, kinds=("device",)):
+        with self._lock:
+            allocs = list(self._live.values())
+        for a in allocs:
+            if a.kind in kinds and a.contains(ptr, nbytes):
+                return a
+        return None
+
+    def _dev(self, call, x, nbytes):
+        """A device pointer (DeviceBuffer or int) whose [ptr, ptr+nbytes) is live device memory."""
+        ptr = x.ptr if isinstance(x, self._Alloc) else int(x)
+        if self._find(ptr, nbytes) is None:
+            raise _err(call, _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                       f"[{ptr:#x}, +{nbytes}) is not inside a live device buffer")
+        return ptr
+
+    def _host(self, call, x, nbytes):
+        """A host pointer: int, PinnedBuffer or a contiguous writable-or-readable buffer."""
+        if isinstance(x, self._Alloc):
+            if x.kind != "pinned":
+                raise _err(call, _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                           "a device buffer given where host memory is expected")
+            if nbytes > x.nbytes:
+                raise ValueError(f"{call}: {nbytes} bytes but the host buffer has {x.nbytes}")
+            return x.ptr
+        if isinstance(x, int):
+            if self._find(x, 1) is not None:
+                raise _err(call, _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                           "a device pointer given where host memory is expected")
+            return x
+        a = np.asarray(x)
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{call}: host buffer must be C-contiguous")
+        if nbytes > a.nbytes:
+            raise ValueError(f"{call}: {nbytes} bytes but the host buffer has {a.nbytes}")
+        return a.ctypes.data
+
+    def _pack_arg(self, kname, i, a):
+        if isinstance(a, tuple):
+            fmt, v = a
+        elif isinstance(a, self._Alloc):
+            fmt, v = "P", a
+        elif isinstance(a, float):
+            fmt, v = "d", a
+        elif isinstance(a, int):
+            fmt, v = ("q" if a < 0 else "Q"), a
+        else:
+            raise TypeError(f"{kname}: argument {i}: unsupported {type(a).__name__}")
+        if fmt not in _FMT:
+            raise ValueError(f"{kname}: argument {i}: unknown format {fmt!r}")
+        if isinstance(v, self._Alloc):
+            v = v.ptr
+        if fmt in _INT_RANGE:
+            lo, hi = _INT_RANGE[fmt]
+            if not isinstance(v, int) or not lo <= v < hi:
+                raise OverflowError(f"{kname}: argument {i} ({fmt}) out of range: {v!r}")
+        if fmt == "P" and v != 0 and self._find(v, 1, ("device", "pinned")) is None:
+            raise _err("cuLaunchKernel", _ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                       f"{kname}: argument {i} = {v:#x} is not in a live device or pinned buffer")
+        return fmt, v
+
+    # ---------------------------------------------------------------- copies and memsets
+    def copy_htod(self, dst, src, nbytes, stream):
+        d = self._dev("cuMemcpyHtoDAsync", dst, nbytes)
+        ctypes.memmove(d, self._host("cuMemcpyHtoDAsync", src, nbytes), nbytes)
+
+    def copy_dtoh(self, dst, src, nbytes, stream):
+        s = self._dev("cuMemcpyDtoHAsync", src, nbytes)
+        ctypes.memmove(self._host("cuMemcpyDtoHAsync", dst, nbytes), s, nbytes)
+
+    def copy_dtod(self, dst, src, nbytes, stream):
+        ctypes.memmove(self._dev("cuMemcpyDtoDAsync", dst, nbytes),
+                       self._dev("cuMemcpyDtoDAsync", src, nbytes), nbytes)
+
+    def memset_d8(self, ptr, value, nbytes, stream):
+        ctypes.memset(self._dev("cuMemsetD8Async", ptr, nbytes), value & 0xFF, nbytes)
+
+    def memset_d32(self, ptr, value, count, stream):
+        p = self._dev("cuMemsetD32Async", ptr, 4 * count)
+        np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(p))[:] = value & 0xFFFFFFFF
+
+    # ---------------------------------------------------------------- cuzk._cuda_ntt
+    def install(self, monkeypatch, states=None):
+        """Point cuzk._cuda_ntt at this driver for the current test (monkeypatch restores it).
+
+        ``states``: the dict to use as the module's per-device state cache (keep one per
+        FakeDriver across tests to reuse twiddle tables); a fresh one when None.
+        """
+        import cuzk._cuda_ntt as m
+        monkeypatch.setattr(m, "_driver", lambda: self)
+        monkeypatch.setattr(m._kernels, "get_module",
+                            lambda device, name, extra_options=(): self.Module(device))
+        monkeypatch.setattr(m, "_states", {} if states is None else states)
+        return m

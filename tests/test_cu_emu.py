@@ -1,0 +1,400 @@
+"""The CUDA kernels' arithmetic and NTT/H logic, checked without a GPU.
+
+tests/cu_emu/emu.cpp compiles the real kernel sources (cuzk/cu, or $CUZK_CU_DIR)
+with the system C++ compiler under CUZK_HOST_EMU: the PTX carry chains run
+through cuzk/cu/ff/carry.cuh's host branch, every CUDA thread of a block is a
+fiber and __syncthreads() switches between them.  tests/cu_emu/fake_driver.py
+stands in for cuzk._native._driver (host memory, checked launches) and is
+installed into cuzk._cuda_ntt with monkeypatch for one test at a time, so the
+module's real host code (pass plans, flags, tables, H-stage sequencing) drives
+the emulated kernels.  References are independent of the kernels: Python big
+ints for the field, the CPU cuzk._native._ntt (and a naive DFT) for transforms.
+
+No compiler, or one that cannot build the harness's platform probe (C++20,
+<ucontext.h>, threads): the module is skipped.  Any other build error fails:
+it means the kernel sources (or the harness) are broken.
+"""
+
+import importlib.util
+import os
+import random
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuzk import _cuda_ntt
+
+try:
+    from cuzk._native import _ntt as cpu_ntt
+except ImportError:  # pragma: no cover - the CPU extension is built wherever tests run
+    cpu_ntt = None
+
+HERE = Path(__file__).resolve().parent
+EMU_DIR = HERE / "cu_emu"
+CU_DIR = HERE.parent / "cuzk" / "cu"       # the checkout under test
+
+R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+P = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
+FIELDS = {"fr": (R, 32), "fq": (P, 48)}   # modulus, bytes (Montgomery R = 2^(8*bytes))
+
+needs_cpu = pytest.mark.skipif(cpu_ntt is None, reason="cuzk._native._ntt (CPU reference) not built")
+
+_PROBE = r"""
+#include <ucontext.h>
+#include <sys/mman.h>
+#include <thread>
+#include <concepts>
+static_assert(__cplusplus >= 202002L, "C++20");
+thread_local int tl;
+extern "C" int probe() { ucontext_t c; getcontext(&c); std::thread t([] { tl = 1; }); t.join(); return 0; }
+"""
+
+
+# --------------------------------------------------------------------------- build
+
+def _compiler():
+    if os.environ.get("CXX"):
+        cmd = shlex.split(os.environ["CXX"])
+        return cmd if shutil.which(cmd[0]) else None
+    for c in ("c++", "g++", "clang++"):
+        if shutil.which(c):
+            return [c]
+    return None
+
+
+def _tail(text, n=6000):
+    return text if len(text) <= n else "...\n" + text[-n:]
+
+
+@pytest.fixture(scope="session")
+def emu_lib(tmp_path_factory):
+    """The emulator library built from tests/cu_emu/emu.cpp and the kernel sources.
+
+    Kernel sources: $CUZK_CU_DIR if set (as cuzk._kernels), else the checkout's cuzk/cu.
+    Portable flags only (no -march=native, whatever CUZK_NATIVE_ARCH says).
+    """
+    cxx = _compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler (c++, g++, clang++ or $CXX) to build the kernel emulator")
+    cu = Path(os.environ.get("CUZK_CU_DIR") or CU_DIR).resolve()
+    out = tmp_path_factory.mktemp("cu_emu")
+    flags = ["-std=c++20", "-shared", "-fPIC", "-pthread"]
+
+    probe = out / "probe.cpp"
+    probe.write_text(_PROBE)
+    r = subprocess.run(cxx + flags + [str(probe), "-o", str(out / "probe.so")],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"{' '.join(cxx)} cannot build the emulator's platform probe (C++20, "
+                    f"<ucontext.h>, threads):\n{_tail(r.stderr, 1500)}")
+
+    lib = out / "libcuzk_emu.so"
+    cmd = cxx + ["-O2", "-fvisibility=hidden", *flags, f"-I{cu}", str(EMU_DIR / "emu.cpp"),
+                 "-o", str(lib)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.fail(f"building the kernel emulator failed (kernel sources {cu}):\n"
+                    f"$ {shlex.join(cmd)}\n{_tail(r.stderr + r.stdout)}", pytrace=False)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def fake(emu_lib):
+    """A FakeDriver over the built emulator ($CUZK_EMU_WORKERS host threads, default: all)."""
+    spec = importlib.util.spec_from_file_location("cuzk_test_fake_driver", EMU_DIR / "fake_driver.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FakeDriver(emu_lib, workers=int(os.environ.get("CUZK_EMU_WORKERS", "0")))
+
+
+@pytest.fixture(scope="session")
+def _emu_states():
+    return {}   # cuzk._cuda_ntt per-device state of the fake device: tables reused across tests
+
+
+@pytest.fixture
+def gpu(fake, _emu_states, monkeypatch):
+    """cuzk._cuda_ntt running on the emulator for this test only."""
+    return fake.install(monkeypatch, _emu_states)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def to_arr(vals, nbytes):
+    raw = b"".join(v.to_bytes(nbytes, "little") for v in vals)
+    return np.frombuffer(raw, dtype="<u8").reshape(len(vals), nbytes // 8).astype(np.uint64)
+
+
+def from_arr(a):
+    a = np.ascontiguousarray(a, dtype="<u8")
+    w = a.shape[-1] * 8
+    raw = a.tobytes()
+    return [int.from_bytes(raw[i:i + w], "little") for i in range(0, len(raw), w)]
+
+
+def run_kernel(fake, name, a_vals, b_vals, nbytes, outs=1, grid=3, block=96):
+    """d_out (outs elements per input pair) of kernel(d_out, d_a, d_b, n); grid-stride kernels."""
+    dev = fake.Device.get(0)
+    n = len(a_vals)
+    a, b = to_arr(a_vals, nbytes), to_arr(b_vals, nbytes)
+    da = fake.DeviceBuffer.alloc(dev, a.nbytes)
+    db = fake.DeviceBuffer.alloc(dev, b.nbytes)
+    do = fake.DeviceBuffer.alloc(dev, outs * a.nbytes)
+    try:
+        fake.copy_htod(da, a, a.nbytes, None)
+        fake.copy_htod(db, b, b.nbytes, None)
+        fake.Module(dev).function(name).launch(
+            None, grid, block, [("P", do.ptr), ("P", da.ptr), ("P", db.ptr), ("Q", n)])
+        o = np.empty((n * outs, nbytes // 8), np.uint64)
+        fake.copy_dtoh(o, do, o.nbytes, None)
+    finally:
+        for x in (da, db, do):
+            x.free()
+    return from_arr(o)
+
+
+def edge_values(p, nbytes):
+    bits = 8 * nbytes
+    e = {0, 1, 2, 3, p - 1, p - 2, (p - 1) // 2, (p + 1) // 2, 2**32 - 1, 2**32, 2**64 - 1, 2**64,
+         2**128, 2**192, p - 2**64, p - 2**32, (1 << bits) % p, (1 << (2 * bits)) % p,
+         (1 << (bits - 1)) % p, (p >> 32) << 32, p >> 1, (1 << (p.bit_length() - 1))}
+    return sorted(v % p for v in e)
+
+
+def adversarial_values(rnd, p, nbytes, count):
+    """Limbs (32-bit) from {0, 1, 0xffffffff, 0xfffffffe, random}, reduced by rejection;
+    half of them reflected to p - v (values just under the modulus)."""
+    limbs = nbytes // 4
+    out = []
+    while len(out) < count:
+        v = 0
+        for k in range(limbs):
+            v |= rnd.choice((0, 1, 0xffffffff, 0xfffffffe, rnd.getrandbits(32))) << (32 * k)
+        if v >= p:
+            continue
+        out.append(p - 1 - v if len(out) % 2 and v < p - 1 else v)
+    return out
+
+
+def operand_sets(rnd, p, nbytes, kind):
+    if kind == "edge":          # every ordered pair of edge values
+        e = edge_values(p, nbytes)
+        return [x for x in e for _ in e], [y for _ in e for y in e]
+    if kind == "random":
+        n = 1500
+        return [rnd.randrange(p) for _ in range(n)], [rnd.randrange(p) for _ in range(n)]
+    n = 3000                    # adversarial
+    a = adversarial_values(rnd, p, nbytes, n)
+    b = adversarial_values(rnd, p, nbytes, n)
+    b[: n // 4] = [(p - x) % p for x in a[: n // 4]]          # a + b == p (0), a - b wraps
+    b[n // 4: n // 2] = a[n // 4: n // 2]                     # a - b == 0
+    return a, b
+
+
+def pyrand(rng):
+    return random.Random(int(rng.integers(2**63)))
+
+
+def rand_fr(rng, n):
+    """n random reduced Montgomery Fr elements (uint64 (n, 4)), with 0 and r-1 mixed in."""
+    v = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    v[:, 3] &= np.uint64((1 << 63) - 1)
+    over = v[:, 3] >= np.uint64(R >> 192)
+    v[over, 3] -= np.uint64(R >> 192)
+    if n >= 4:
+        v[rng.integers(n)] = 0
+        v[rng.integers(n)] = to_arr([R - 1], 32)[0]
+    return v
+
+
+def bitrev_perm(lg):
+    n = 1 << lg
+    return np.array([int(format(i, f"0{lg}b")[::-1], 2) if lg else 0 for i in range(n)])
+
+
+def cpu_ntt_ref(x, inverse, coset):
+    y = x.copy()
+    cpu_ntt.ntt_mont(y, inverse=inverse, coset=coset, threads=2)
+    return y
+
+
+def cpu_h_ref(a, b, c):
+    ra = a.copy()
+    cpu_ntt.h_stage(ra, b.copy(), c.copy(), threads=2)
+    return ra
+
+
+def assert_same(got, want, what):
+    bad = np.flatnonzero((got != want).any(axis=1))
+    assert bad.size == 0, f"{what}: {bad.size} of {len(want)} elements differ, first at {bad[:8].tolist()}"
+
+
+VARIANTS = [(False, False), (False, True), (True, False), (True, True)]
+VARIANT_IDS = ["fwd", "coset", "inv", "coset_inv"]
+
+
+# --------------------------------------------------------------------------- field kernels
+
+@pytest.mark.parametrize("kind", ["edge", "random", "adversarial"])
+@pytest.mark.parametrize("op", ["mul", "add", "sub"])
+def test_fr_kernels(fake, rng, op, kind):
+    """cuzk_fr_mul/add/sub (Montgomery: mul is a*b*2^-256) against Python big ints."""
+    a, b = operand_sets(pyrand(rng), R, 32, kind)
+    got = run_kernel(fake, f"cuzk_fr_{op}", a, b, 32)
+    rinv = pow(1 << 256, -1, R)
+    f = {"mul": lambda x, y: x * y * rinv % R, "add": lambda x, y: (x + y) % R,
+         "sub": lambda x, y: (x - y) % R}[op]
+    bad = [i for i in range(len(a)) if got[i] != f(a[i], b[i])]
+    assert not bad, (f"cuzk_fr_{op}: {len(bad)} of {len(a)} wrong; first a={a[bad[0]]:#x} "
+                     f"b={b[bad[0]]:#x} got={got[bad[0]]:#x} want={f(a[bad[0]], b[bad[0]]):#x}")
+
+
+@pytest.mark.parametrize("field", ["fr", "fq"])
+def test_mont_ops(fake, rng, field):
+    """Every mont_t operation (emu_*_ops harness kernel) for Fr and Fq against big ints."""
+    p, nbytes = FIELDS[field]
+    rnd = pyrand(rng)
+    a, b = [], []
+    for kind in ("edge", "random", "adversarial"):
+        x, y = operand_sets(rnd, p, nbytes, kind)
+        a += x[:800]
+        b += y[:800]
+    got = run_kernel(fake, f"emu_{field}_ops", a, b, nbytes, outs=12)
+    R_ = 1 << (8 * nbytes)
+    rinv = pow(R_, -1, p)
+    names = ["a*b", "a+b", "a-b", "-a", "sqr", "to_mont", "from_mont", "one", "modulus",
+             "pow_u32", "flags", "zero"]
+    for i, (x, y) in enumerate(zip(a, b)):
+        e = y & 0xffffffff
+        want = [x * y * rinv % p, (x + y) % p, (x - y) % p, -x % p, x * x * rinv % p, x * R_ % p,
+                x * rinv % p, R_ % p, p, pow(x * rinv % p, e, p) * R_ % p,
+                int(x == y) | int(x == 0) << 1, 0]
+        row = got[12 * i: 12 * i + 12]
+        for k, (g, w) in enumerate(zip(row, want)):
+            assert g == w, f"{field} {names[k]}: a={x:#x} b={y:#x} got {g:#x} want {w:#x}"
+
+
+# --------------------------------------------------------------------------- NTT
+
+@needs_cpu
+@pytest.mark.parametrize("inverse,coset", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("lg", range(1, 14))
+def test_ntt_matches_cpu(gpu, rng, lg, inverse, coset):
+    """Default pass plans (1 pass up to 2^11, 2 above) against the CPU transform."""
+    x = rand_fr(rng, 1 << lg)
+    assert_same(gpu.ntt(x, inverse=inverse, coset=coset), cpu_ntt_ref(x, inverse, coset),
+                f"2^{lg} plan {gpu.pass_plan(lg)}")
+
+
+@pytest.mark.parametrize("inverse,coset", VARIANTS, ids=VARIANT_IDS)
+@pytest.mark.parametrize("lg", [1, 2, 3, 4])
+def test_ntt_matches_naive_dft(gpu, rng, lg, inverse, coset):
+    """Tiny sizes against a Python DFT (independent of the CPU extension)."""
+    n = 1 << lg
+    rinv = pow(1 << 256, -1, R)
+    xs = from_arr(rand_fr(rng, n))                      # Montgomery form
+    vals = [v * rinv % R for v in xs]                   # canonical values
+    w = pow(7, (R - 1) >> lg, R)
+    g = 7 if coset else 1
+    if not inverse:
+        want = [sum(v * pow(g * pow(w, k, R), i, R) for i, v in enumerate(vals)) % R for k in range(n)]
+    else:
+        wi, ni, gi = pow(w, -1, R), pow(n, -1, R), pow(g, -1, R)
+        want = [sum(v * pow(wi, i * k, R) for k, v in enumerate(vals)) * ni * pow(gi, i, R) % R
+                for i in range(n)]
+    got = from_arr(gpu.ntt(to_arr(xs, 32), inverse=inverse, coset=coset))
+    assert [v * rinv % R for v in got] == want
+
+
+# (tile log, lg_n, passes): CUZK_NTT_TILE_LOG=9 as the module would read it (2^10, 2^15 and
+# 2^18 are 2-pass plans of 2^9 tiles, 2^19 the production-shaped 3-pass [7, 6, 6]);
+# tiles of 2^3..2^5, below what the module's environment check allows but within the
+# kernel's contract (S + LC <= 11), give cheap 3-pass plans with every S/LC combination.
+FORCED = [(9, 10, 2), (9, 15, 2), (9, 18, 2), (9, 19, 3), (3, 7, 3), (3, 8, 3), (3, 9, 3),
+          (4, 10, 3), (4, 12, 3), (5, 11, 3), (5, 13, 3), (5, 15, 3)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,lg,passes", FORCED, ids=[f"tile{t}-2^{g}" for t, g, _ in FORCED])
+def test_ntt_forced_tiles(gpu, monkeypatch, rng, tile, lg, passes):
+    monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    plan = gpu.pass_plan(lg)
+    assert len(plan) == passes, plan
+    for inverse, coset in VARIANTS:
+        x = rand_fr(rng, 1 << lg)
+        assert_same(gpu.ntt(x, inverse=inverse, coset=coset), cpu_ntt_ref(x, inverse, coset),
+                    f"2^{lg} inverse={inverse} coset={coset} plan {plan}")
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,lg", [(None, 5), (None, 12), (None, 13), (4, 11)])
+def test_ntt_device_bitreversed_order(gpu, fake, monkeypatch, rng, tile, lg):
+    """ntt_device(natural=False): forward leaves bit-reversed order, inverse takes it."""
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    perm = bitrev_perm(lg)
+    dev = fake.Device.get(0)
+    for inverse, coset in VARIANTS:
+        x = rand_fr(rng, n)
+        ref = cpu_ntt_ref(x, inverse, coset)
+        src = x[perm] if inverse else x                # inverse: bit-reversed input
+        d_in = fake.DeviceBuffer.alloc(dev, src.nbytes)
+        d_out = fake.DeviceBuffer.alloc(dev, src.nbytes)
+        fake.copy_htod(d_in, np.ascontiguousarray(src), src.nbytes, None)
+        gpu.ntt_device(d_in, d_out, n, inverse=inverse, coset=coset, natural=False)
+        got = np.empty_like(x)
+        fake.copy_dtoh(got, d_out, got.nbytes, None)
+        d_in.free()
+        d_out.free()
+        want = ref if inverse else ref[perm]
+        assert_same(got, want, f"2^{lg} inverse={inverse} coset={coset} natural=False")
+
+
+# --------------------------------------------------------------------------- H stage
+
+H_CASES = [(None, 1), (None, 2), (None, 3), (None, 6), (None, 11), (None, 12), (None, 13),
+           (9, 15), (9, 19), (3, 8), (4, 12), (5, 13)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,lg", H_CASES, ids=[f"tile{t or 'default'}-2^{g}" for t, g in H_CASES])
+def test_h_stage_matches_cpu(gpu, monkeypatch, rng, tile, lg):
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    a, b, c = rand_fr(rng, n), rand_fr(rng, n), rand_fr(rng, n)
+    assert_same(gpu.h_stage(a, b, c), cpu_h_ref(a, b, c), f"H 2^{lg} plan {gpu.pass_plan(lg)}")
+
+
+# --------------------------------------------------------------------------- the harness itself
+
+def test_fake_driver_rejects_bad_launches(fake):
+    """The checks the tests above rely on: a launch the real driver would refuse fails."""
+    from cuzk._errors import CudaError
+    dev = fake.Device.get(0)
+    mod = fake.Module(dev)
+    buf = fake.DeviceBuffer.alloc(dev, 64)
+    host = np.zeros(8, np.uint64)
+    fn = mod.function("cuzk_fr_add")
+    ok = [("P", buf.ptr), ("P", buf.ptr), ("P", buf.ptr), ("Q", 1)]
+    fn.launch(None, 1, 1, ok)
+    with pytest.raises(CudaError, match="4 arguments|takes 4"):
+        fn.launch(None, 1, 1, ok[:3])
+    with pytest.raises(CudaError, match="argument 3 is 4 bytes"):
+        fn.launch(None, 1, 1, ok[:3] + [("I", 1)])
+    with pytest.raises(CudaError, match="not in a live device"):
+        fn.launch(None, 1, 1, [("P", host.ctypes.data)] + ok[1:])
+    with pytest.raises(CudaError, match="invalid launch configuration"):
+        fn.launch(None, 1, 1025, ok)
+    with pytest.raises(CudaError, match="dynamic shared memory"):
+        mod.function("cuzk_ntt_pass").launch(None, 1, 1, [], shmem=64 * 1024)
+    with pytest.raises(CudaError, match="NOT_FOUND"):
+        mod.function("no_such_kernel")
+    buf.free()
+    with pytest.raises(CudaError, match="not in a live device"):
+        fn.launch(None, 1, 1, ok)
