@@ -196,6 +196,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--cache-dir", default=None, help="PoRep-like circuit cache (cuzk demo's)")
     p.add_argument("--skip-porep", action="store_true")
+    p.add_argument("--backend", nargs="+", default=["cpu"], choices=["cpu", "cuda"],
+                   help="part 1 backends, each on the same partitions (cuda: H on the GPU)")
     p.add_argument("--skip-snarkjs", action="store_true")
     p.add_argument("--snarkjs-log-n", type=int, default=16)
     p.add_argument("--snarkjs-circuit", nargs="+", default=["mulchain"],
@@ -216,11 +218,12 @@ def main(argv=None):
           f"cuzk {__version__} ({commit}), threads {args.threads or os.cpu_count()}")
 
     if not args.skip_porep:
-        res = bench_sizes(args.log_n, backend="cpu", threads=args.threads, repeat=args.repeat,
-                          cache=args.cache_dir)
-        doc["porep_like"] = res
-        print(f"\n## PoRep-like partitions, CPU backend, median of {args.repeat} proves (s)\n")
-        print(format_table([{"log_n": r["log_n"], **r["median"]} for r in res]))
+        for backend in args.backend:
+            res = bench_sizes(args.log_n, backend=backend, threads=args.threads, repeat=args.repeat,
+                              cache=args.cache_dir)
+            doc["porep_like" if backend == "cpu" else f"porep_like_{backend}"] = res
+            print(f"\n## PoRep-like partitions, {backend} backend, median of {args.repeat} proves (s)\n")
+            print(format_table([{"log_n": r["log_n"], **r["median"]} for r in res]))
 
     if not args.skip_snarkjs:
         snarkjs, circom2 = find_tool("CUZK_SNARKJS", "snarkjs"), find_tool("CUZK_CIRCOM2", "circom2")

@@ -32,7 +32,7 @@ import numpy as np
 from . import _kernels
 
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
-           "h_stage_device", "h_stage_inplace", "release", "pass_plan"]
+           "h_stage_device", "h_stage_inplace", "snarkjs_h", "release", "pass_plan", "h_consts"]
 
 R_MODULUS = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 COSET_GENERATOR = 7
@@ -317,13 +317,45 @@ class _DeviceState:
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 
 
+    def snarkjs_h_passes(self, stream, lg_n, d_a, d_b, d_c, d_tmp, J, ready=(None, None, None)):
+        """snarkjs's H scalars (canonical, snarkjs's order); returns the buffer holding them.
+
+        A, B, C go to the coset w_2n (iNTT, then NTT_w: the values at w_2n^(2k+1), in
+        bit-reversed order), then ``cuzk_h_odd_gather`` writes (A·B - C) in snarkjs's order.
+        All four buffers are clobbered; the result lands in d_c.
+        """
+        plan = pass_plan(lg_n)
+        zi = self.table(lg_n, "inv", stream)
+        zwf = self.table(lg_n, "wfwd", stream)
+        bufs = (d_a, d_b, d_c, d_tmp)
+        for i in range(3):                  # a -> d_tmp, b -> d_a, c -> d_b (gathers need two buffers)
+            if ready[i] is not None:
+                stream.wait_event(ready[i])
+            src, w = bufs[i], bufs[i - 1]
+            for j, (S, LC, lo) in enumerate(reversed(plan)):
+                top = j == len(plan) - 1
+                flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+                self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
+                                 zinv=zi, zfwd=zwf)
+            for (S, LC, lo) in plan[1:]:
+                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
+        n = 1 << lg_n
+        block = 256
+        grid = max(1, min((n + block - 1) // block, self.device.sm_count * 16))
+        self.fn("cuzk_h_odd_gather").launch(
+            stream, grid, block,
+            [("P", _ptr(d_c)), ("P", _ptr(d_tmp)), ("P", _ptr(d_a)), ("P", _ptr(d_b)),
+             ("P", self.consts(lg_n, stream).ptr), ("I", lg_n), ("Q", int(J) % (2 * n))])
+        return d_c
+
+
 def _root_of_unity(lg):
     """The primitive 2^lg-th root of unity of the transforms (COSET_GENERATOR^((r-1)/2^lg))."""
     return pow(COSET_GENERATOR, (R_MODULUS - 1) >> lg, R_MODULUS)
 
 
 def h_consts(lg_n):
-    """The four constants of the H stage at n = 2^lg_n (canonical ints, not Montgomery).
+    """The constants K[0..4] of the H stages at n = 2^lg_n (canonical ints, not Montgomery).
 
     bellperson's h is the coset-g interpolant of (A·B - C)/(g^n - 1), A, B, C the
     degree < n interpolants of a, b, c over the domain.  With A·B = P + X^n Q
@@ -336,13 +368,17 @@ def h_consts(lg_n):
         K[0] = β/α, K[1] = α/n   U = n·iNTT((a·b - K[0]·c)·K[1])
         K[2] = 1/n               (F_SCALE_OUT of a plain inverse transform)
         K[3] = -1/(2n^3)         h = U + n·iNTT_w(A~·B~·K[3])
+    K[4] is 1/n as a raw limb value, not Montgomery (stored as (1/n)·2^-256 here, which the
+    upload's Montgomery conversion turns into 1/n): a Montgomery product by it divides by n
+    and leaves canonical form (snarkjs's H, ``cuzk_h_odd_gather``).
     """
     r = R_MODULUS
     n = 1 << lg_n
     ninv = pow(n, -1, r)
     beta = pow((pow(COSET_GENERATOR, n, r) - 1) % r, -1, r)
     alpha = (pow(2, -1, r) + beta) % r
-    return [beta * pow(alpha, -1, r) % r, alpha * ninv % r, ninv, (-pow(2 * n * n * n, -1, r)) % r]
+    return [beta * pow(alpha, -1, r) % r, alpha * ninv % r, ninv, (-pow(2 * n * n * n, -1, r)) % r,
+            ninv * pow(1 << 256, -1, r) % r]
 
 
 def _ptr(x):
@@ -531,7 +567,10 @@ def _check_abc(a, b, c):
     return vs
 
 
-def _h_upload_and_run(vs, device, stream):
+def _h_upload_and_run(vs, device, stream, run=None):
+    """Upload a, b, c (pinned staging, upload stream, events) and queue ``run(st, comp, lg,
+    bufs, scratch, events) -> result buffer`` (default: bellperson's H into a fresh buffer);
+    returns the result buffer, allocated from the pool on the compute stream."""
     n = vs[0].shape[0]
     d = _driver()
     st = _state(device)
@@ -552,14 +591,60 @@ def _h_upload_and_run(vs, device, stream):
             bufs.append(buf)
             events.append(ev)
         h = st.pool.alloc(nbytes, comp)
-        st.h_passes(comp, n.bit_length() - 1, bufs[0], bufs[1], bufs[2], h, tuple(events))
-        for buf in bufs:
-            buf.free(comp)
+        if run is None:
+            st.h_passes(comp, n.bit_length() - 1, bufs[0], bufs[1], bufs[2], h, tuple(events))
+            out = h
+        else:
+            out = run(st, comp, n.bit_length() - 1, bufs, h, tuple(events))
+        for buf in bufs + [h]:
+            if buf is not out:
+                buf.free(comp)
     finally:
         up.synchronize()      # no copy reads the staging buffers any more
         for p in pins:
             st.unstage(p)
-    return h
+    return out
+
+
+def _download(st, comp, buf, n):
+    out = np.empty((n, 4), dtype=np.uint64)
+    try:
+        _driver().copy_dtoh(out, buf, n * _FR_BYTES, comp)
+        comp.synchronize()
+    finally:
+        buf.free(comp)
+    return out
+
+
+def snarkjs_h(a, b, c, J, device=None, stream=None):
+    """snarkjs's H MSM scalars on the GPU: the same bytes as ``cuzk._native._sparse.snarkjs_h``.
+
+    Parameters
+    ----------
+    a, b, c : numpy.ndarray
+        uint64 (n, 4), Montgomery, n = 2^k with 1 <= k < 32: A·w, B·w, C·w at ω7_n^i
+        (``cuzk._snarkjs_prover.witness_vectors``).  Not modified.
+    J : int
+        The odd exponent with ω5 = ω7^J (``cuzk._snarkjs_prover.ROOT_EXPONENT``).
+    device, stream : as ``h_stage``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (n, 4), canonical (not Montgomery): h[j] = (A·B − C)(ω5_2n^(2j+1)).
+    """
+    vs = _check_abc(a, b, c)
+    j = int(J)
+    if j <= 0 or j % 2 == 0:
+        raise ValueError(f"J must be a positive odd integer, got {J}")
+    st = _state(device)
+    comp = stream if stream is not None else st.streams()[0]
+
+    def run(st, comp, lg, bufs, scratch, events):
+        return st.snarkjs_h_passes(comp, lg, bufs[0], bufs[1], bufs[2], scratch, j, events)
+
+    buf = _h_upload_and_run(vs, st.device, comp, run)
+    return _download(st, comp, buf, vs[0].shape[0])
 
 
 def h_stage(a, b, c, device=None, stream=None):
@@ -585,15 +670,7 @@ def h_stage(a, b, c, device=None, stream=None):
         Bad dtype/shape, different lengths, or an element >= r.
     """
     vs = _check_abc(a, b, c)
-    d = _driver()
     st = _state(device)
     comp = stream if stream is not None else st.streams()[0]
     h = _h_upload_and_run(vs, st.device, comp)
-    n = vs[0].shape[0]
-    out = np.empty((n, 4), dtype=np.uint64)
-    try:
-        d.copy_dtoh(out, h, n * _FR_BYTES, comp)
-        comp.synchronize()
-    finally:
-        h.free(comp)
-    return out
+    return _download(st, comp, h, vs[0].shape[0])

@@ -125,16 +125,21 @@ def h_scalars(zkey, witness, threads=None):
 
 
 def _resolve(backend):
-    """The backend that runs the snarkjs prover: only the CPU has one so far; "auto" falls back
-    to it, an explicit "cuda" is refused."""
+    """The backend that runs the snarkjs prover ("auto": CUDA when a device is usable)."""
     from ._backend import resolve_backend
-    from ._errors import BackendUnavailable
-    name = resolve_backend(backend)
-    if name == "cuda":
-        if str(backend).lower() == "cuda":
-            raise BackendUnavailable("cuda", "the snarkjs (zkey) prover has no CUDA path yet")
-        log.info("snarkjs prover: no CUDA path yet, using the CPU")
-    return "cpu"
+    return resolve_backend(backend)
+
+
+def _h_cuda(a, b, c, threads):
+    """snarkjs's H scalars on the GPU (the same bytes as the CPU's); sizes the GPU transforms do
+    not cover (n < 2 or n > 2^MAX_LOG_SIZE) run on the CPU."""
+    from . import _cuda_ntt
+    from ._native import _sparse
+    n = a.shape[0]
+    if 2 <= n <= 1 << _cuda_ntt.MAX_LOG_SIZE:
+        return _cuda_ntt.snarkjs_h(a, b, c, ROOT_EXPONENT)
+    log.info("snarkjs prover: domain of %d points is outside the GPU transforms, H on the CPU", n)
+    return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=threads)
 
 
 def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timings=None):
@@ -151,7 +156,8 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     threads : int or None
         CPU threads (None = all cores); every heavy step releases the GIL.
     backend : {"auto", "cpu", "cuda"}
-        Only the CPU implements this path; "auto" uses it, "cuda" raises.
+        "cuda" runs the H scalars (the NTTs) on the GPU, the MSMs on the CPU for now; "auto"
+        picks CUDA when a device is usable.  Both give the same proof bytes.
     timings : dict or None
         Filled with seconds per stage: ``abc`` (sparse products), ``h`` (NTTs), ``msm_h``,
         ``msm_a``, ``msm_b1``, ``msm_b2``, ``msm_c``, ``epilogue``, ``total``; and
@@ -170,7 +176,7 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     ValueError
         The witness does not fit the zkey, r or s out of range, or a record/witness value is bad.
     cuzk.BackendUnavailable
-        backend="cuda".
+        backend="cuda" and no usable CUDA device.
     """
     from ._native import _field as f
     from ._native import _msm, _sparse
@@ -191,7 +197,10 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
         return out
 
     a, b, c = lap("abc", witness_vectors, zkey, w, nt)
-    h = lap("h", _sparse.snarkjs_h, a, b, c, ROOT_EXPONENT, threads=nt)
+    if t["backend"] == "cuda":
+        h = lap("h", _h_cuda, a, b, c, nt)
+    else:
+        h = lap("h", _sparse.snarkjs_h, a, b, c, ROOT_EXPONENT, threads=nt)
     del a, b, c
     sum_h = lap("msm_h", _msm.msm, zkey.h, h, "g1", nt)
     sum_a = lap("msm_a", _msm.msm, zkey.a, w, "g1", nt)

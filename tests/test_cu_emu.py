@@ -371,6 +371,27 @@ def test_h_stage_matches_cpu(gpu, monkeypatch, rng, tile, lg):
     assert_same(gpu.h_stage(a, b, c), cpu_h_ref(a, b, c), f"H 2^{lg} plan {gpu.pass_plan(lg)}")
 
 
+SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,lg", SNARKJS_H_CASES,
+                         ids=[f"tile{t or 'default'}-2^{g}" for t, g in SNARKJS_H_CASES])
+def test_snarkjs_h_matches_cpu(gpu, monkeypatch, rng, tile, lg):
+    """snarkjs's H scalars (coset w_2n, odd-point gather) == the CPU's _sparse.snarkjs_h."""
+    from cuzk._native import _sparse
+    from cuzk._snarkjs_prover import ROOT_EXPONENT
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    a, b, c = rand_fr(rng, n), rand_fr(rng, n), rand_fr(rng, n)
+    want = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), ROOT_EXPONENT, threads=2)
+    keep = a.copy(), b.copy(), c.copy()
+    got = gpu.snarkjs_h(a, b, c, ROOT_EXPONENT)
+    assert_same(got, want, f"snarkjs H 2^{lg} plan {gpu.pass_plan(lg)}")
+    assert all(np.array_equal(x, y) for x, y in zip((a, b, c), keep)), "inputs must not be modified"
+
+
 # --------------------------------------------------------------------------- the harness itself
 
 def test_fake_driver_rejects_bad_launches(fake):

@@ -247,6 +247,18 @@ def test_h_stage_matches_python(lg, rng):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
+@pytest.mark.parametrize("lg", [1, 3, 11, 12, 16, 20, 22])
+def test_snarkjs_h_matches_cpu(lg, rng):
+    from cuzk._native import _sparse
+    from cuzk._snarkjs_prover import ROOT_EXPONENT
+    n = 1 << lg
+    a, b, c = (rand_fr(rng, n) for _ in range(3))
+    want = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), ROOT_EXPONENT, threads=0)
+    assert np.array_equal(G.snarkjs_h(a, b, c, ROOT_EXPONENT), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
 @needs_cpu
 @pytest.mark.parametrize("lg", [1, 4, 11, 12, 15, 17, 20, 21, 22])
 def test_h_stage_matches_cpu(lg, rng):

@@ -267,13 +267,34 @@ def test_prove_rejects_bad_witness_and_randomizers(circuit):
         sp.prove_zkey(z, DATA / other / "witness.wtns")
 
 
-def test_cuda_backend_is_refused_auto_uses_cpu(circuit):
+def _cuda_ok():
+    from cuzk._backend import cuda_available
+    return cuda_available()[0]
+
+
+@pytest.mark.skipif(_cuda_ok(), reason="a usable CUDA device is present")
+def test_cuda_backend_without_device_is_refused_auto_uses_cpu(circuit):
     from cuzk import BackendUnavailable
     with pytest.raises(BackendUnavailable):
         sp.prove_zkey(circuit["zkey"], circuit["w"], backend="cuda")
     t = {}
     sp.prove_zkey(circuit["zkey"], circuit["w"], backend="auto", timings=t)
     assert t["backend"] == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_backend_gives_cpu_bytes(circuit):
+    """H scalars on the GPU: the same proof as the CPU for the same (r, s)."""
+    t = {}
+    cpu = sp.prove_zkey(circuit["zkey"], circuit["w"], r=4242, s=2424, backend="cpu")
+    gpu = sp.prove_zkey(circuit["zkey"], circuit["w"], r=4242, s=2424, backend="cuda", timings=t)
+    assert t["backend"] == "cuda"
+    assert gpu == cpu
+    a, b, c = sp.witness_vectors(circuit["zkey"], circuit["w"], 2)
+    want = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), sp.ROOT_EXPONENT, threads=2)
+    from cuzk import _cuda_ntt
+    assert np.array_equal(_cuda_ntt.snarkjs_h(a, b, c, sp.ROOT_EXPONENT), want)
 
 
 # ---------------------------------------------------------------------------------------------

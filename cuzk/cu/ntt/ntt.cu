@@ -5,6 +5,7 @@
 //   cuzk_ntt_pass             one pass over bits [lo, lo+S) with tiles of 2^LC
 //                             sub-problems (S + LC <= 11).
 //   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind.
+//   cuzk_h_odd_gather         snarkjs's H scalars from A, B, C on the coset w_2n (gather).
 //   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests and small jobs).
 #include "ntt/ntt.cuh"
 
@@ -52,6 +53,27 @@ extern "C" __global__ void cuzk_ntt_gen_zetas(fr_t* d_z, uint32_t lg_n, const fr
         fr_t z = load_fr(d_pow_lo + (e & ((1u << lg_lo) - 1))) * load_fr(d_pow_hi + (e >> lg_lo));
         if (d_level) z = z * load_fr(d_level + l);
         store_fr(d_z + h, z);
+    }
+}
+
+// snarkjs's H MSM scalars (cuzk/_snarkjs_prover.py): d_a, d_b, d_c hold n·A, n·B, n·C at
+// the points w_2n^(2k+1), k < n, in bit-reversed order (position brev(k); the unscaled
+// inverse passes leave the factor n); out[j] is (A·B − C) at k = (J·(2j+1) mod 2n − 1)/2,
+// canonical (not Montgomery), for j < n: (a·b·K[2] − c)·K[4], K[2] = 1/n and K[4] = 1/n as
+// a raw value (cuzk._cuda_ntt.h_consts).  J_mod_2n = J mod 2n, J odd; lg_n < 32.
+extern "C" __global__ void cuzk_h_odd_gather(fr_t* d_out, const fr_t* d_a, const fr_t* d_b,
+                                             const fr_t* d_c, const fr_t* d_k, uint32_t lg_n,
+                                             uint64_t J_mod_2n)
+{
+    using namespace cuzk::ntt;
+    const uint64_t n = 1ull << lg_n, mask2 = 2 * n - 1;
+    const fr_t ninv = load_fr_ro(d_k + 2), ninv_raw = load_fr_ro(d_k + 4);
+    for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n;
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t k = (uint32_t)(((J_mod_2n * (2 * j + 1)) & mask2) >> 1);
+        const uint32_t p = brev_bits(k, (int)lg_n);
+        const fr_t v = load_fr(d_a + p) * load_fr(d_b + p) * ninv - load_fr(d_c + p);
+        store_fr(d_out + j, v * ninv_raw);
     }
 }
 

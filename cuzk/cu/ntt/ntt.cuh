@@ -52,8 +52,8 @@ enum : uint32_t {
     F_SCALE_OUT = 32u,    // output *= K[2]
     F_PLAIN_INV = 64u,    // d_zinv is a plain (non-coset) table: Z[1] = Z[2] = Z[4] = 1
     F_PLAIN_FWD = 128u,   // d_zfwd is a plain (non-coset) table
-    F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]
-    F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out)
+    F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]  (gathered with F_LOAD_BITREV)
+    F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out); no d_k
 };
 
 CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
@@ -303,7 +303,8 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         const bool gather = (flags & F_LOAD_BITREV) != 0;
         if (flags & (F_POINTWISE | F_PRODUCT)) {
             const bool pw = (flags & F_POINTWISE) != 0;
-            fr_t k0 = load_fr_ro(d_k + (pw ? 0 : 3)), k1 = load_fr_ro(d_k + 1);
+            const fr_t k0 = load_fr_ro(d_k + (pw ? 0 : 3));
+            const fr_t k1 = pw ? load_fr_ro(d_k + 1) : k0;
 #pragma unroll 1
             for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
                 uint64_t idx = g.mem_index(e & cmask, e >> LC, gather);
@@ -326,7 +327,7 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         const bool scatter = (flags & F_STORE_BITREV) != 0;
         if (flags & (F_SCALE_OUT | F_ADD_OUT)) {
             const bool scale = (flags & F_SCALE_OUT) != 0, add = (flags & F_ADD_OUT) != 0;
-            fr_t k2 = load_fr_ro(d_k + 2);
+            const fr_t k2 = scale ? load_fr_ro(d_k + 2) : fr_t::zero();  // d_k only read when used
 #pragma unroll 1
             for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
                 uint64_t idx = g.mem_index(e & cmask, e >> LC, scatter);
