@@ -55,6 +55,8 @@ _TILE_LOG_ENV = os.environ.get("CUZK_NTT_TILE_LOG")
 if _TILE_LOG_ENV is not None and not 9 <= int(_TILE_LOG_ENV) <= 11:
     raise ValueError(f"CUZK_NTT_TILE_LOG must be 9, 10 or 11, got {_TILE_LOG_ENV}")
 _SINGLE_MAX_LOG = 11
+# CUZK_NTT_EVEN_SPLIT=1: split the bits evenly over the passes (the first build's plan; A/B).
+_EVEN_SPLIT = os.environ.get("CUZK_NTT_EVEN_SPLIT", "0") not in ("", "0")
 
 
 def _tile_log(lg_n):
@@ -108,14 +110,42 @@ def pass_plan(lg_n):
     if lg_n <= min(_SINGLE_MAX_LOG, tile):
         return [(lg_n, 0, 0)]
     k = 2 if lg_n <= 2 * min(tile, 10) else 3
-    sizes = [lg_n // k + (1 if i < lg_n % k else 0) for i in range(k)]
-    if sizes[0] > tile:
+    if _EVEN_SPLIT:   # development: the even split of the first build (A/B measurements)
+        sizes = [lg_n // k + (1 if i < lg_n % k else 0) for i in range(k)]
+        sizes = sizes if sizes[0] <= min(tile, 10) else None
+    else:
+        sizes = _pass_sizes(lg_n, k, min(tile, 10))
+    if sizes is None:
         raise ValueError(f"2^{lg_n} does not fit in 3 passes of 2^{tile}-element tiles")
     out, lo = [], lg_n
     for s in sizes:
         lo -= s
         out.append((s, tile - s, lo))
     return out
+
+
+def _pass_sizes(lg_n, k, smax):
+    """Bits per pass, top first: k parts of lg_n, each <= smax, with as few bits outside whole
+    3-bit rounds as possible (a leftover bit runs as a single-bit round: 2 elements per
+    thread between barriers instead of 8, measured slower), then as even as possible.
+    None when lg_n > k·smax."""
+    best = None
+
+    def parts(left, n):
+        if n == 1:
+            if 1 <= left <= smax:
+                yield (left,)
+            return
+        for first in range(min(smax, left - (n - 1)), 0, -1):
+            for rest in parts(left - first, n - 1):
+                if rest[0] <= first:
+                    yield (first,) + rest
+
+    for p in parts(lg_n, k):
+        key = (sum(x % 3 for x in p), max(p) - min(p))
+        if best is None or key < best[0]:
+            best = (key, list(p))
+    return None if best is None else best[1]
 
 
 def _check_fr(values, name):

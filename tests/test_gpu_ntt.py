@@ -105,6 +105,10 @@ def test_pass_plan_covers_every_size():
             assert lo == 0 or lo >= LC            # column tiles need 2^LC low-bit values
             assert lg - lo - S >= 0 and (lo > 0 or lg - S >= LC)   # enough sub-problems
         assert len(plan) == (1 if lg <= 11 else 2 if lg <= 20 else 3)
+    # passes in whole 3-bit rounds where the sizes allow it (single-bit rounds are slower)
+    assert [S for S, _, _ in G.pass_plan(27)] == [9, 9, 9]
+    assert [S for S, _, _ in G.pass_plan(24)] == [9, 9, 6]
+    assert [S for S, _, _ in G.pass_plan(21)] == [9, 6, 6]
     with pytest.raises(ValueError):
         G.pass_plan(G.MAX_LOG_SIZE + 1)
 
