@@ -195,16 +195,12 @@ class _DeviceState:
         return loc.streams
 
     def fn(self, name, smem=0):
-        f = self._fns.get(name)
-        if f is None:
-            with self._lock:
-                f = self._fns.get(name)
-                if f is None:
-                    f = self.module.function(name)
-                    if smem > 48 * 1024:
-                        f.set_max_dynamic_shared(smem)
-                    self._fns[name] = f
-        return f
+        def make():
+            f = self.module.function(name)
+            if smem > 48 * 1024:
+                f.set_max_dynamic_shared(smem)
+            return f
+        return self._memo(self._fns, name, make)
 
     def table(self, lg_n, kind, stream):
         """Twiddle table Z (heap order) of ``kind`` at size 2^lg_n.
@@ -213,15 +209,16 @@ class _DeviceState:
         w_2n, the primitive 2^(lg_n+1)-th root of unity: the other half of the domain
         of size 2n, used by the H stage).
         """
-        key = (lg_n, kind)
-        buf = self._tables.get(key)
-        if buf is not None:
-            return buf
-        with self._lock:
-            buf = self._tables.get(key)
-            if buf is None:
-                buf = self._make_table(lg_n, kind, stream)
-                self._tables[key] = buf
+        return self._memo(self._tables, (lg_n, kind), lambda: self._make_table(lg_n, kind, stream))
+
+    def _memo(self, cache, key, make):
+        """cache[key], made once under the state's lock (double-checked: reads take no lock)."""
+        buf = cache.get(key)
+        if buf is None:
+            with self._lock:
+                buf = cache.get(key)
+                if buf is None:
+                    buf = cache[key] = make()
         return buf
 
     def _make_table(self, lg_n, kind, stream):
@@ -261,20 +258,15 @@ class _DeviceState:
         return buf
 
     def consts(self, lg_n, stream):
-        """``h_consts(lg_n)`` in Montgomery form, resident (K[0..3] of the pass kernel)."""
-        buf = self._consts.get(lg_n)
-        if buf is not None:
+        """``h_consts(lg_n)`` in Montgomery form, resident (K[0..4] of the kernels)."""
+        def make():
+            d = _driver()
+            h = _rows(h_consts(lg_n))
+            buf = d.DeviceBuffer.alloc(self.device, h.nbytes)
+            d.copy_htod(buf, h, h.nbytes, stream)
+            stream.synchronize()
             return buf
-        with self._lock:
-            buf = self._consts.get(lg_n)
-            if buf is None:
-                d = _driver()
-                h = _rows(h_consts(lg_n))
-                buf = d.DeviceBuffer.alloc(self.device, h.nbytes)
-                d.copy_htod(buf, h, h.nbytes, stream)
-                stream.synchronize()
-                self._consts[lg_n] = buf
-        return buf
+        return self._memo(self._consts, lg_n, make)
 
     def staging(self, nbytes):
         """A pinned host buffer of at least ``nbytes`` (give it back with ``unstage``)."""
@@ -332,13 +324,7 @@ class _DeviceState:
                              d_b=d_b, d_c=d_c, zinv=zi, k=k)
         # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
         for src, w in ((d_a, d_c), (d_b, d_a)):
-            for j, (S, LC, lo) in enumerate(inv_plan):
-                top = j == len(plan) - 1
-                flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
-                self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
-                                 zinv=zi, zfwd=zwf)
-            for (S, LC, lo) in plan[1:]:
-                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
+            self.to_coset_w(stream, lg_n, src, w, zi, zwf)
         # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
@@ -346,6 +332,18 @@ class _DeviceState:
             self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 
+    def to_coset_w(self, stream, lg_n, src, w, zi, zwf):
+        """w <- n·(values on the coset w_2n·H, bit-reversed) of the polynomial whose values on H
+        are src (natural order): iNTT (gathered from src, unscaled) then NTT_w, the iNTT's
+        last pass fused with the NTT_w's first.  src is read only; zi/zwf: inv/wfwd tables."""
+        plan = pass_plan(lg_n)
+        for j, (S, LC, lo) in enumerate(reversed(plan)):
+            top = j == len(plan) - 1
+            flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
+                             zinv=zi, zfwd=zwf)
+        for (S, LC, lo) in plan[1:]:
+            self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
 
     def snarkjs_h_passes(self, stream, lg_n, d_a, d_b, d_c, d_tmp, J, ready=(None, None, None)):
         """snarkjs's H scalars (canonical, snarkjs's order); returns the buffer holding them.
@@ -354,21 +352,13 @@ class _DeviceState:
         bit-reversed order), then ``cuzk_h_odd_gather`` writes (A·B - C) in snarkjs's order.
         All four buffers are clobbered; the result lands in d_c.
         """
-        plan = pass_plan(lg_n)
         zi = self.table(lg_n, "inv", stream)
         zwf = self.table(lg_n, "wfwd", stream)
         bufs = (d_a, d_b, d_c, d_tmp)
         for i in range(3):                  # a -> d_tmp, b -> d_a, c -> d_b (gathers need two buffers)
             if ready[i] is not None:
                 stream.wait_event(ready[i])
-            src, w = bufs[i], bufs[i - 1]
-            for j, (S, LC, lo) in enumerate(reversed(plan)):
-                top = j == len(plan) - 1
-                flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
-                self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
-                                 zinv=zi, zfwd=zwf)
-            for (S, LC, lo) in plan[1:]:
-                self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
+            self.to_coset_w(stream, lg_n, bufs[i], bufs[i - 1], zi, zwf)
         n = 1 << lg_n
         block = 256
         grid = max(1, min((n + block - 1) // block, self.device.sm_count * 16))

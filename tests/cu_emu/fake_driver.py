@@ -96,6 +96,20 @@ def _dims(d, what):
     return int(t[0])
 
 
+class _Closable:
+    """close() / context-manager protocol shared by the fake handles."""
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class FakeDriver:
     """The driver API subset used by cuzk._cuda_ntt, over host memory and the emulator."""
 
@@ -107,7 +121,7 @@ class FakeDriver:
         drv = self
 
         # ------------------------------------------------------------ memory
-        class _Alloc:
+        class _Alloc(_Closable):
             """Host storage with red zones; ``ptr`` is aligned like cuMemAlloc's."""
             kind = "device"
 
@@ -164,12 +178,6 @@ class FakeDriver:
             def free(self, stream=None):
                 self.close()
 
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.close()
-
         class DeviceBuffer(_Alloc):
             pool = None
 
@@ -209,7 +217,7 @@ class FakeDriver:
                 pass
 
         # ------------------------------------------------------------ device, streams, events
-        class Device:
+        class Device(_Closable):
             _devices = {}
 
             def __init__(self, ordinal=0):
@@ -252,13 +260,7 @@ class FakeDriver:
             def close(self):
                 pass
 
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                pass
-
-        class Stream:
+        class Stream(_Closable):
             def __init__(self, device, nonblocking=True, priority=0):
                 self.device, self.nonblocking, self.priority = device, nonblocking, priority
                 self.closed = False
@@ -275,16 +277,7 @@ class FakeDriver:
             def query(self):
                 return True
 
-            def close(self):
-                self.closed = True
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.close()
-
-        class Event:
+        class Event(_Closable):
             def __init__(self, device, timing=True, blocking_sync=False):
                 self.device, self.timing = device, timing
                 self.closed = False
@@ -303,15 +296,6 @@ class FakeDriver:
             @staticmethod
             def elapsed_ms(start, end):
                 return 0.0
-
-            def close(self):
-                self.closed = True
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                self.close()
 
         # ------------------------------------------------------------ modules and launches
         class Function:
