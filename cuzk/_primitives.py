@@ -6,29 +6,15 @@ stages work on. Both run with the GIL released.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
+from ._args import threads_arg
 from ._errors import BackendUnavailable
 from ._native import _field
 
 __all__ = ["msm", "ntt"]
 
 _GROUP_WIDTH = {"g1": 96, "g2": 192}
-
-
-def _threads(threads):
-    """None or 0 -> 0 (all hardware threads, the native convention); else a positive int."""
-    if threads is None:
-        return 0
-    try:
-        t = operator.index(threads)
-    except TypeError:
-        raise ValueError(f"threads must be a non-negative integer or None, got {threads!r}") from None
-    if t < 0:
-        raise ValueError(f"threads must be a non-negative integer or None, got {threads!r}")
-    return t
 
 
 def _u8_rows(a, width, name):
@@ -84,7 +70,7 @@ def msm(points, scalars, group="g1", threads=None) -> bytes:
     """
     if group not in _GROUP_WIDTH:
         raise ValueError(f"group must be 'g1' or 'g2', got {group!r}")
-    t = _threads(threads)
+    t = threads_arg(threads)
     _u8_rows(points, _GROUP_WIDTH[group], "points")
     _u8_rows(scalars, 32, "scalars")
     if points.shape[0] != scalars.shape[0]:
@@ -127,7 +113,7 @@ def ntt(values, inverse=False, coset=False, *, threads=None):
     BackendUnavailable
         The native NTT module is not built.
     """
-    t = _threads(threads)
+    t = threads_arg(threads)
     _u8_rows(values, 32, "values")
     n = values.shape[0]
     if n == 0 or n & (n - 1):

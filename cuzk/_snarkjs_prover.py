@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from . import _snarkjs as sj
+from ._args import threads_arg
 from ._errors import ProofVerificationError
 
 __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "prove_zkey",
@@ -73,15 +74,6 @@ def snarkjs_root(log_n: int) -> int:
     return pow(5, (_R - 1) >> log_n, _R)
 
 
-def _threads(threads):
-    if threads is None:
-        return 0
-    t = int(threads)
-    if t < 0:
-        raise ValueError(f"threads must be >= 0 (0 or None = all cores), got {threads}")
-    return t
-
-
 def _load(zkey, witness):
     if not isinstance(zkey, sj.Zkey):
         zkey = sj.read_zkey(zkey)
@@ -114,14 +106,14 @@ def witness_vectors(zkey, witness, threads=None):
     from ._native import _sparse
     co = zkey.coeffs
     return _sparse.abc_eval(co.matrix, co.constraint, co.signal, co.value, witness,
-                            zkey.domain_size, row_mult=ROOT_EXPONENT, threads=_threads(threads))
+                            zkey.domain_size, row_mult=ROOT_EXPONENT, threads=threads_arg(threads))
 
 
 def h_scalars(zkey, witness, threads=None):
     """snarkjs's H MSM scalars: A·B − C at ω5_2n^(2j+1), canonical uint64 (domainSize, 4)."""
     from ._native import _sparse
     a, b, c = witness_vectors(zkey, witness, threads)
-    return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=_threads(threads))
+    return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=threads_arg(threads))
 
 
 def _resolve(backend):
@@ -182,7 +174,7 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     from ._native import _msm, _sparse
     t = {} if timings is None else timings
     t["backend"] = _resolve(backend)
-    nt = _threads(threads)
+    nt = threads_arg(threads)
     r = secrets.randbelow(_R) if r is None else int(r)
     s = secrets.randbelow(_R) if s is None else int(s)
     if not (0 <= r < _R and 0 <= s < _R):

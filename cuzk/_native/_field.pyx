@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from cuzk._args import threads_arg
+
 from libc.stdint cimport uint8_t, uint64_t
 from libcpp cimport bool as cbool
 
@@ -186,15 +188,7 @@ cdef extern from * nogil:
 # ---- argument checking ---------------------------------------------------------------
 cdef size_t _threads(threads) except? 0:
     """None or 0: all hardware threads (the convention of every native module)."""
-    if threads is None:
-        return 0
-    try:
-        t = operator.index(threads)
-    except TypeError:
-        raise ValueError(f"threads must be a non-negative integer or None, got {threads!r}") from None
-    if t < 0:
-        raise ValueError(f"threads must be a non-negative integer or None, got {threads!r}")
-    return <size_t>t
+    return threads_arg(threads)
 
 
 def _field(field):
