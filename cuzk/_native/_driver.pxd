@@ -15,7 +15,11 @@ cdef int stream_handle(object stream, cydriver.CUstream* out) except -1
 cdef int device_ptr(object obj, cydriver.CUdeviceptr* out, size_t* capacity) except -1
 
 
-cdef class Device:
+cdef class _Closable:      # __enter__ / __exit__ (-> close()) of the owners below
+    pass
+
+
+cdef class Device(_Closable):
     cdef readonly int ordinal
     cdef cydriver.CUdevice _dev
     cdef cydriver.CUcontext _ctx
@@ -30,7 +34,7 @@ cdef class Device:
     cdef readonly bint cooperative_launch
 
 
-cdef class Stream:
+cdef class Stream(_Closable):
     cdef cydriver.CUstream _h
     cdef cydriver.CUcontext _ctx
     cdef readonly Device device
@@ -38,14 +42,14 @@ cdef class Stream:
     cdef readonly bint nonblocking
 
 
-cdef class Event:
+cdef class Event(_Closable):
     cdef cydriver.CUevent _h
     cdef cydriver.CUcontext _ctx
     cdef readonly Device device
     cdef readonly bint timing
 
 
-cdef class MemPool:
+cdef class MemPool(_Closable):
     cdef cydriver.CUmemoryPool _pool
     cdef cydriver.CUcontext _ctx
     cdef bint _owned
@@ -53,7 +57,7 @@ cdef class MemPool:
     cdef uint64_t _get(self, cydriver.CUmemPool_attribute a, const char* call) except? 0xFFFFFFFFFFFFFFFF
 
 
-cdef class DeviceBuffer:
+cdef class DeviceBuffer(_Closable):
     cdef cydriver.CUdeviceptr _ptr
     cdef size_t _nbytes
     cdef cydriver.CUcontext _ctx
@@ -65,7 +69,7 @@ cdef class DeviceBuffer:
     cdef int _release(self, object stream) except -1
 
 
-cdef class PinnedBuffer:
+cdef class PinnedBuffer(_Closable):
     cdef void* _p
     cdef size_t _nbytes
     cdef cydriver.CUcontext _ctx
@@ -75,7 +79,7 @@ cdef class PinnedBuffer:
     cdef readonly Device device
 
 
-cdef class Module:
+cdef class Module(_Closable):
     cdef cydriver.CUmodule _m
     cdef cydriver.CUcontext _ctx
     cdef dict _functions

@@ -139,6 +139,99 @@ cdef int _ctx_of(object stream, object buf, cydriver.CUcontext* out) except -1:
     return 0
 
 
+# --------------------------------------------------------------------------- lifetimes
+#
+# The owners of a driver handle share close() / __dealloc__: claim the handle
+# under the GIL (a second close() sees NULL), then destroy it with the GIL
+# released in the context it was created in.  Each owner keeps its typed field
+# and passes its address and a wrapper of its destroy call.
+
+# A destroy call, taking the handle as void*; it may raise like the cydriver calls.
+ctypedef cydriver.CUresult (*_destroy_fn)(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil
+
+ctypedef void* _hostptr_t    # (a fused type takes no bare void*)
+
+ctypedef fused _handle_t:
+    cydriver.CUstream
+    cydriver.CUevent
+    cydriver.CUmodule
+    cydriver.CUmemoryPool
+    _hostptr_t
+
+
+cdef cydriver.CUresult _stream_destroy(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuStreamDestroy(<cydriver.CUstream>h)
+
+
+cdef cydriver.CUresult _event_destroy(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuEventDestroy(<cydriver.CUevent>h)
+
+
+cdef cydriver.CUresult _module_unload(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuModuleUnload(<cydriver.CUmodule>h)
+
+
+cdef cydriver.CUresult _pool_destroy(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuMemPoolDestroy(<cydriver.CUmemoryPool>h)
+
+
+cdef cydriver.CUresult _host_free(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuMemFreeHost(h)
+
+
+cdef cydriver.CUresult _host_unregister(void* h) except ?cydriver.CUDA_ERROR_NOT_FOUND nogil:
+    return cydriver.cuMemHostUnregister(h)
+
+
+cdef int _destroy(void* h, cydriver.CUcontext ctx, _destroy_fn destroy, const char* call) except -1:
+    """Make ``ctx`` current and destroy ``h`` (GIL released); failures raise CudaError(call, ...)."""
+    with nogil:
+        set_context(ctx)
+        check(destroy(h), call)
+    return 0
+
+
+cdef void _destroy_quietly(void* h, cydriver.CUcontext ctx, _destroy_fn destroy) noexcept:
+    """``_destroy`` for __dealloc__: never raises, skips the call if ``ctx`` cannot be made
+    current, and does nothing once the interpreter has started to exit."""
+    if _exiting:
+        return
+    try:
+        with nogil:
+            if cydriver.cuCtxSetCurrent(ctx) == cydriver.CUDA_SUCCESS:
+                destroy(h)
+    except BaseException:
+        pass
+
+
+cdef int _close(_handle_t* slot, cydriver.CUcontext ctx, _destroy_fn destroy, const char* call) except -1:
+    """close(): claim ``slot[0]`` (nothing to do when NULL) and ``_destroy`` it."""
+    cdef _handle_t h = slot[0]
+    if h == NULL:
+        return 0
+    slot[0] = NULL
+    return _destroy(<void*>h, ctx, destroy, call)
+
+
+cdef void _close_quietly(_handle_t* slot, cydriver.CUcontext ctx, _destroy_fn destroy) noexcept:
+    """__dealloc__: claim ``slot[0]`` (nothing to do when NULL) and ``_destroy_quietly`` it."""
+    cdef _handle_t h = slot[0]
+    if h == NULL:
+        return
+    slot[0] = NULL
+    _destroy_quietly(<void*>h, ctx, destroy)
+
+
+cdef class _Closable:
+    """Base of the resource owners: a context manager whose exit calls ``close()``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # --------------------------------------------------------------------------- probing
 
 def probe():
@@ -213,7 +306,7 @@ cdef int _attr(cydriver.CUdevice dev, cydriver.CUdevice_attribute a) except? -1 
 
 
 @cython.no_gc_clear
-cdef class Device:
+cdef class Device(_Closable):
     """A CUDA device and a retain of its primary context.
 
     ``Device(ordinal)`` retains the primary context until ``close()``;
@@ -314,12 +407,6 @@ cdef class Device:
         with nogil:
             check(cydriver.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __dealloc__(self):
         if self._ctx == NULL or self._shared or _exiting:
             return
@@ -337,7 +424,7 @@ cdef class Device:
 # --------------------------------------------------------------------------- stream / event
 
 @cython.no_gc_clear
-cdef class Stream:
+cdef class Stream(_Closable):
     """A CUDA stream (non-blocking by default: no implicit sync with the legacy stream).
 
     ``priority``: lower is higher priority; the driver clamps to its range.
@@ -415,30 +502,15 @@ cdef class Stream:
             check(cydriver.cuStreamDestroy(h), "cuStreamDestroy")
             check(err, "cuStreamSynchronize")
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __dealloc__(self):
-        cdef cydriver.CUstream h = self._h
-        if h == NULL or _exiting:
-            return
-        self._h = NULL
-        try:
-            with nogil:
-                if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                    cydriver.cuStreamDestroy(h)
-        except BaseException:
-            pass
+        _close_quietly(&self._h, self._ctx, _stream_destroy)
 
     def __repr__(self):
         return f"<cuzk Stream 0x{<uintptr_t>self._h:x} on device {self.device.ordinal}>"
 
 
 @cython.no_gc_clear
-cdef class Event:
+cdef class Event(_Closable):
     """A CUDA event; ``timing=False`` makes record/wait cheaper.
 
     ``blocking_sync=True`` makes ``synchronize()`` sleep instead of spin.
@@ -517,37 +589,16 @@ cdef class Event:
 
     def close(self):
         """Destroy the event (idempotent)."""
-        cdef cydriver.CUevent h = self._h
-        if h == NULL:
-            return
-        self._h = NULL
-        with nogil:
-            set_context(self._ctx)
-            check(cydriver.cuEventDestroy(h), "cuEventDestroy")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        _close(&self._h, self._ctx, _event_destroy, "cuEventDestroy")
 
     def __dealloc__(self):
-        cdef cydriver.CUevent h = self._h
-        if h == NULL or _exiting:
-            return
-        self._h = NULL
-        try:
-            with nogil:
-                if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                    cydriver.cuEventDestroy(h)
-        except BaseException:
-            pass
+        _close_quietly(&self._h, self._ctx, _event_destroy)
 
 
 # --------------------------------------------------------------------------- memory
 
 @cython.no_gc_clear
-cdef class MemPool:
+cdef class MemPool(_Closable):
     """A stream-ordered memory pool of one device.
 
     By default the device's default pool, configured with ``release_threshold``
@@ -656,36 +707,18 @@ cdef class MemPool:
     def close(self):
         """Destroy a created pool (its memory is released once every allocation is freed);
         for the default pool only forgets it."""
-        cdef cydriver.CUmemoryPool pool = self._pool
-        if pool == NULL:
-            return
-        self._pool = NULL
         if self._owned:
-            with nogil:
-                set_context(self._ctx)
-                check(cydriver.cuMemPoolDestroy(pool), "cuMemPoolDestroy")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+            _close(&self._pool, self._ctx, _pool_destroy, "cuMemPoolDestroy")
+        else:
+            self._pool = NULL
 
     def __dealloc__(self):
-        cdef cydriver.CUmemoryPool pool = self._pool
-        if pool == NULL or not self._owned or _exiting:
-            return
-        self._pool = NULL
-        try:
-            with nogil:
-                if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                    cydriver.cuMemPoolDestroy(pool)
-        except BaseException:
-            pass
+        if self._owned:
+            _close_quietly(&self._pool, self._ctx, _pool_destroy)
 
 
 @cython.no_gc_clear
-cdef class DeviceBuffer:
+cdef class DeviceBuffer(_Closable):
     """Device memory: from a MemPool (stream-ordered) or ``DeviceBuffer.alloc`` (cuMemAlloc).
 
     ``ptr`` raises ValueError once freed.  Freeing is idempotent and thread-safe.
@@ -767,12 +800,6 @@ cdef class DeviceBuffer:
         """Same as ``free()`` on the allocation stream."""
         self._release(None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __dealloc__(self):
         if self._ptr == 0 or _exiting:
             return
@@ -786,7 +813,7 @@ cdef class DeviceBuffer:
 
 
 @cython.no_gc_clear
-cdef class PinnedBuffer:
+cdef class PinnedBuffer(_Closable):
     """Page-locked, portable host memory (cuMemHostAlloc), exposing the buffer protocol.
 
     ``asarray(dtype, shape)`` gives a NumPy view (which keeps the buffer alive);
@@ -868,37 +895,16 @@ cdef class PinnedBuffer:
 
     def close(self):
         """Free the memory (idempotent); BufferError while NumPy views exist."""
-        cdef void* p = self._p
-        if p == NULL:
-            return
-        if self._exports:
+        if self._p != NULL and self._exports:
             raise BufferError(f"pinned buffer has {self._exports} live view(s)")
-        self._p = NULL
-        with nogil:
-            set_context(self._ctx)
-            check(cydriver.cuMemFreeHost(p), "cuMemFreeHost")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        _close(&self._p, self._ctx, _host_free, "cuMemFreeHost")
 
     def __dealloc__(self):
-        cdef void* p = self._p
-        if p == NULL or _exiting:
-            return
-        self._p = NULL
-        try:
-            with nogil:
-                if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                    cydriver.cuMemFreeHost(p)
-        except BaseException:
-            pass
+        _close_quietly(&self._p, self._ctx, _host_free)
 
 
 @cython.no_gc_clear
-cdef class HostRegistration:
+cdef class HostRegistration(_Closable):
     """Page-locks an existing contiguous host buffer (cuMemHostRegister, portable)
     until ``close()``/context exit; holds the buffer (and so the array) meanwhile."""
 
@@ -939,29 +945,16 @@ cdef class HostRegistration:
         try:
             if self._registered:
                 self._registered = False
-                with nogil:
-                    set_context(self._ctx)
-                    check(cydriver.cuMemHostUnregister(self._view.buf), "cuMemHostUnregister")
+                _destroy(self._view.buf, self._ctx, _host_unregister, "cuMemHostUnregister")
         finally:
             self._held = False
             PyBuffer_Release(&self._view)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __dealloc__(self):
         if not self._held:
             return
-        if self._registered and not _exiting:
-            try:
-                with nogil:
-                    if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                        cydriver.cuMemHostUnregister(self._view.buf)
-            except BaseException:
-                pass
+        if self._registered:
+            _destroy_quietly(self._view.buf, self._ctx, _host_unregister)
         self._held = False
         PyBuffer_Release(&self._view)
 
@@ -1108,7 +1101,7 @@ def memset_d32(ptr, unsigned int value, size_t count, stream):
 # --------------------------------------------------------------------------- modules
 
 @cython.no_gc_clear
-cdef class Module:
+cdef class Module(_Closable):
     """A loaded CUBIN/PTX image (``Module.load``); ``function(name)`` is memoized."""
 
     def __cinit__(self):
@@ -1210,31 +1203,10 @@ cdef class Module:
 
     def close(self):
         """Unload the module (idempotent); its Functions can no longer launch."""
-        cdef cydriver.CUmodule m = self._m
-        if m == NULL:
-            return
-        self._m = NULL
-        with nogil:
-            set_context(self._ctx)
-            check(cydriver.cuModuleUnload(m), "cuModuleUnload")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        _close(&self._m, self._ctx, _module_unload, "cuModuleUnload")
 
     def __dealloc__(self):
-        cdef cydriver.CUmodule m = self._m
-        if m == NULL or _exiting:
-            return
-        self._m = NULL
-        try:
-            with nogil:
-                if cydriver.cuCtxSetCurrent(self._ctx) == cydriver.CUDA_SUCCESS:
-                    cydriver.cuModuleUnload(m)
-        except BaseException:
-            pass
+        _close_quietly(&self._m, self._ctx, _module_unload)
 
 
 cdef int _dims(object d, unsigned int* out, str what) except -1:
