@@ -44,7 +44,7 @@ SCHEMA_VERSION = 1
 
 # Modules that register programs on import; compile_all imports them (a module
 # that does not exist yet is skipped, any other import failure propagates).
-_PROGRAM_MODULES = ["cuzk._cuda_ntt"]
+_PROGRAM_MODULES = ["cuzk._cuda_ntt", "cuzk._cuda_msm"]
 
 #: program name -> top-level .cu file, relative to the cu root (POSIX separators).
 KERNELS: dict = {}

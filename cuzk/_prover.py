@@ -68,11 +68,15 @@ class CpuStages:
 
     def h(self, pk, asg):
         """The H term: Σ hᵢ·Hᵢ over the n − 1 H points (affine G1)."""
-        from ._native import _field, _msm
+        from ._native import _field
         h = self.h_coeffs(asg)
         n = h.shape[0]
         scal = _field.from_mont(h[: n - 1], "fr", threads=self.threads)
-        return _msm.msm(pk.h, scal, "g1", threads=self.threads)
+        return self.msm_g1(pk.h, scal)
+
+    def msm_g1(self, points, scalars):
+        from ._native import _msm
+        return _msm.msm(points, scalars, "g1", threads=self.threads)
 
     # ---- stages 3-5 ---------------------------------------------------------------
     def batch_add(self, points, ones, group):
@@ -114,8 +118,9 @@ class CpuStages:
 
 
 class CudaStages(CpuStages):
-    """CUDA backend: the H polynomial runs on the GPU (NTT family + pointwise); the MSMs and
-    the epilogue use the CPU stages until the GPU MSM lands."""
+    """CUDA backend: the H polynomial (NTT family + pointwise) and the G1 MSMs (H, and the tail
+    MSMs of L, A, B_G1) run on the GPU; batch additions, the G2 MSM and the epilogue use the
+    CPU stages.  Same bytes as the CPU backend."""
 
     name = "cuda"
 
@@ -128,6 +133,16 @@ class CudaStages(CpuStages):
         n = _pow2_at_least(asg.a.shape[0])
         a, b, c = (self._padded(v, n) for v in (asg.a, asg.b, asg.c))
         return _cuda_ntt.h_stage(a, b, c, device=self.device)
+
+    def msm_g1(self, points, scalars):
+        from . import _cuda_msm
+        return _cuda_msm.msm_g1(points, scalars, device=self.device)
+
+    def tail_msm(self, points, scalars, idx, group):
+        if group != "g1":
+            return super().tail_msm(points, scalars, idx, group)
+        from . import _cuda_msm
+        return _cuda_msm.msm_g1_indexed(points, scalars, idx, device=self.device)
 
 
 def stages_for(backend="auto", threads=None):

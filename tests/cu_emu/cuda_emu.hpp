@@ -33,7 +33,7 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 extern thread_local dim3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 // Base of the block's dynamic shared memory (`extern __shared__` has no host
-// equivalent; cuzk/cu/ntt/ntt.cuh reads this under CUZK_HOST_EMU).
+// equivalent; CUZK_DYN_SMEM in cuzk/cu/util/types.cuh reads this under CUZK_HOST_EMU).
 extern thread_local void* emu_dyn_smem;
 
 void __syncthreads();
@@ -47,3 +47,5 @@ inline unsigned __brev(unsigned x)
 }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
+// Device-wide atomics: blocks run concurrently on host worker threads.
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

@@ -4,8 +4,8 @@
 // Build: c++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -pthread
 //        -I<cuzk/cu> emu.cpp -o libcuzk_emu.so
 //
-// It compiles the real kernel sources (cuzk/cu/ntt/ntt.cu and the headers they
-// include) with CUZK_HOST_EMU: the field arithmetic runs through
+// It compiles the real kernel sources (cuzk/cu/ntt/ntt.cu, cuzk/cu/msm/msm.cu and the
+// headers they include) with CUZK_HOST_EMU: the field arithmetic runs through
 // cuzk/cu/ff/carry.cuh's host branch, which reproduces the PTX carry-flag
 // instructions bit for bit.  Nothing in the kernels is reimplemented here.
 //
@@ -31,6 +31,7 @@
 
 #include "cuda_emu.hpp"
 #include "ntt/ntt.cu"
+#include "msm/msm.cu"
 
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -128,6 +129,9 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_fr_mul),   EMU_KERNEL(cuzk_fr_add),
     EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(emu_fr_ops),
     EMU_KERNEL(emu_fq_ops),    EMU_KERNEL(cuzk_h_odd_gather),
+    EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter),
+    EMU_KERNEL(cuzk_msm_buckets), EMU_KERNEL(cuzk_msm_windows),
+    EMU_KERNEL(cuzk_msm_combine),
 };
 #undef EMU_KERNEL
 

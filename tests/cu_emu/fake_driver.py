@@ -436,13 +436,15 @@ class FakeDriver:
         np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(p))[:] = value & 0xFFFFFFFF
 
     # ---------------------------------------------------------------- cuzk._cuda_ntt
-    def install(self, monkeypatch, states=None):
-        """Point cuzk._cuda_ntt at this driver for the current test (monkeypatch restores it).
+    def install(self, monkeypatch, states=None, module="cuzk._cuda_ntt"):
+        """Point ``module`` (cuzk._cuda_ntt or cuzk._cuda_msm) at this driver for the current
+        test (monkeypatch restores it).
 
         ``states``: the dict to use as the module's per-device state cache (keep one per
         FakeDriver across tests to reuse twiddle tables); a fresh one when None.
         """
-        import cuzk._cuda_ntt as m
+        import importlib
+        m = importlib.import_module(module)
         monkeypatch.setattr(m, "_driver", lambda: self)
         monkeypatch.setattr(m._kernels, "get_module",
                             lambda device, name, extra_options=(): self.Module(device))

@@ -54,7 +54,12 @@ struct fq_params_t {
 };
 // ---- end of generated block ----
 
+// Fq products are real calls (mont_t::operator*): the curve code uses hundreds per kernel.
+struct fq_outline_params_t : fq_params_t {
+    static constexpr bool OUTLINE_MUL = true;
+};
+
 typedef mont_t<fr_params_t> fr_t;
-typedef mont_t<fq_params_t> fq_t;
+typedef mont_t<fq_outline_params_t> fq_t;
 
 }  // namespace cuzk

@@ -202,7 +202,29 @@ struct mont_t {
 
   public:
     // a * b * R^-1 mod p (CIOS, see header).
+    // P::OUTLINE_MUL (optional, default false): the product is a real call instead of being
+    // inlined everywhere (Fq: the curve code would otherwise inline hundreds of 12-limb
+    // products per kernel, minutes of NVRTC/host-compiler time).
     friend CUZK_DEVICE mont_t operator*(const mont_t& a, const mont_t& b)
+    {
+        if constexpr (outline_mul<P>(0)) return mul_outline(a, b);
+        else return mul_inline(a, b);
+    }
+
+  private:
+    template <class Q>
+    static constexpr bool outline_mul(decltype(Q::OUTLINE_MUL)) { return Q::OUTLINE_MUL; }
+    template <class Q>
+    static constexpr bool outline_mul(...) { return false; }
+#ifdef CUZK_HOST_EMU
+    static __attribute__((noinline)) mont_t mul_outline(const mont_t& a, const mont_t& b)
+#else
+    static __device__ __noinline__ mont_t mul_outline(const mont_t& a, const mont_t& b)
+#endif
+    {
+        return mul_inline(a, b);
+    }
+    static CUZK_DEVICE mont_t mul_inline(const mont_t& a, const mont_t& b)
     {
         uint32_t e[N], o[N];
 #pragma unroll
@@ -231,6 +253,7 @@ struct mont_t {
         return reduce_once(r);
     }
 
+  public:
     CUZK_DEVICE mont_t sqr() const { return *this * *this; }
 
     // Montgomery form <-> canonical (both as N limbs).

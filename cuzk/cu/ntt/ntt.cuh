@@ -34,11 +34,6 @@
 #pragma once
 #include "ff/bls12_381.cuh"
 
-#ifdef CUZK_HOST_EMU
-#define CUZK_DYN_SMEM(type, name) type* name = (type*)emu_dyn_smem
-#else
-#define CUZK_DYN_SMEM(type, name) extern __shared__ type name[]
-#endif
 
 namespace cuzk {
 namespace ntt {

@@ -13,3 +13,10 @@ typedef long long int64_t;
 #ifndef CUZK_DEVICE
 #define CUZK_DEVICE __device__ __forceinline__
 #endif
+
+// Dynamic shared memory as an array `name` of `type` (the host emulator supplies a buffer).
+#ifdef CUZK_HOST_EMU
+#define CUZK_DYN_SMEM(type, name) type* name = (type*)emu_dyn_smem
+#else
+#define CUZK_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif

@@ -1,0 +1,226 @@
+"""G1 multi-scalar multiplication on a CUDA device (bucket method; kernels in
+``cuzk/cu/msm/msm.cu``, program "msm").
+
+``msm_g1(points, scalars)`` takes the CPU's layouts — affine Montgomery points uint64 (n, 12)
+(all-zero rows = infinity) and canonical scalars uint64 (n, 4), < 2^255 — and returns the
+affine Montgomery sum uint64 (12,), the same bytes as ``cuzk._native._msm.msm(points,
+scalars, "g1")``.
+
+Steps (one stream, stream-ordered pool memory): upload; count the bucket sizes of every
+c-bit window (c from the size, ``window_bits``); the exclusive prefix sum of the counts on
+the host (W·2^c words); a counting sort of point indices by bucket; one thread per bucket
+sums its points in XYZZ coordinates; one block per window reduces Σ d·B_d; one thread
+combines the windows; the host converts the XYZZ result to affine (one inversion, Python
+integers).  A first GPU MSM: unsigned digits, no precomputation, the SRS is uploaded per
+call.
+"""
+
+import threading
+
+import numpy as np
+
+from . import _kernels
+
+__all__ = ["msm_g1", "msm_g1_indexed", "window_bits"]
+
+Q_MODULUS = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
+_R384 = 1 << 384
+_XYZZ_BYTES = 4 * 48
+
+_kernels.register("msm", "msm/msm.cu")
+
+
+def window_bits(n):
+    """Window width c for n points: about log2(n) − 3, within [4, 16]."""
+    return max(4, min(16, n.bit_length() - 4))
+
+
+def _driver():
+    from ._native import _driver as d
+    return d
+
+
+class _State:
+    def __init__(self, device):
+        self.device = device
+        self.module = _kernels.get_module(device, "msm")
+        self.pool = _driver().MemPool(device)
+        self._fns = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def fn(self, name):
+        f = self._fns.get(name)
+        if f is None:
+            with self._lock:
+                f = self._fns.setdefault(name, self.module.function(name))
+        return f
+
+    def stream(self):
+        s = getattr(self._local, "stream", None)
+        if s is None:
+            s = self._local.stream = _driver().Stream(self.device)
+        return s
+
+
+_states = {}
+_states_lock = threading.Lock()
+
+
+def _state(device):
+    d = _driver()
+    dev = d.Device.get(0 if device is None else device) if not isinstance(device, d.Device) else device
+    key = (dev.ordinal, dev.context)
+    st = _states.get(key)
+    if st is None:
+        with _states_lock:
+            st = _states.get(key) or _states.setdefault(key, _State(dev))
+    return st
+
+
+def _check_points(points):
+    if not isinstance(points, np.ndarray) or points.dtype != np.uint64 or points.ndim != 2 \
+            or points.shape[1] != 12:
+        raise ValueError("points must be a uint64 array of shape (n, 12)")
+    if points.shape[0] >= 1 << 32:
+        raise ValueError("at most 2^32 - 1 points")
+    return np.ascontiguousarray(points)
+
+
+def _check_scalars(scalars):
+    if not isinstance(scalars, np.ndarray) or scalars.dtype != np.uint64 or scalars.ndim != 2 \
+            or scalars.shape[1] != 4:
+        raise ValueError("scalars must be a uint64 array of shape (n, 4)")
+    if scalars.shape[0] >= 1 << 32:
+        raise ValueError("at most 2^32 - 1 scalars")
+    big = np.flatnonzero(scalars[:, 3] >> np.uint64(63))
+    if big.size:
+        raise ValueError(f"scalars[{int(big[0])}] >= 2^255")
+    return np.ascontiguousarray(scalars)
+
+
+def _check(points, scalars):
+    points, scalars = _check_points(points), _check_scalars(scalars)
+    if points.shape[0] != scalars.shape[0]:
+        raise ValueError(f"points and scalars differ in length: {points.shape[0]} vs {scalars.shape[0]}")
+    return points, scalars
+
+
+def _to_affine(xyzz):
+    """XYZZ (4 x 6 Montgomery limbs) -> affine Montgomery uint64 (12,), all-zero = infinity."""
+    q = Q_MODULUS
+    vals = [int.from_bytes(xyzz[6 * k:6 * k + 6].tobytes(), "little") for k in range(4)]
+    X, Y, ZZ, ZZZ = (v * pow(_R384, -1, q) % q for v in vals)     # out of Montgomery form
+    out = np.zeros(12, dtype=np.uint64)
+    if ZZ == 0:
+        return out
+    x = X * pow(ZZ, -1, q) % q
+    y = Y * pow(ZZZ, -1, q) % q
+    raw = (x * _R384 % q).to_bytes(48, "little") + (y * _R384 % q).to_bytes(48, "little")
+    out[:] = np.frombuffer(raw, dtype="<u8")
+    return out
+
+
+def msm_g1(points, scalars, device=None, stream=None, c=None):
+    """Σ scalars[i]·points[i] over G1 on the GPU.
+
+    Parameters
+    ----------
+    points : numpy.ndarray
+        uint64 (n, 12): affine Montgomery G1 points (all-zero rows: infinity), the CPU layout.
+    scalars : numpy.ndarray
+        uint64 (n, 4): canonical scalars, each < 2^255.
+    device : Device, int or None
+    stream : Stream or None
+        None: a stream private to the calling thread.  The call returns the result.
+    c : int or None
+        Window width in bits (4..16); None: ``window_bits(n)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (12,): the affine Montgomery sum (all-zero = infinity), the bytes of
+        ``cuzk._native._msm.msm(points, scalars, "g1")``.
+    """
+    points, scalars = _check(points, scalars)
+    return _run(points, scalars, None, device, stream, c)
+
+
+def msm_g1_indexed(points, scalars, idx, device=None, stream=None, c=None):
+    """Σ scalars[i]·points[idx[i]] over G1 on the GPU (the prover's tail MSMs): the bytes of
+    ``cuzk._native._msm.msm_indexed(points, scalars, idx, "g1")``.
+
+    ``points`` uint64 (N, 12), ``scalars`` uint64 (n, 4) < 2^255, ``idx`` integer (n,) in
+    [0, N).  Other parameters as ``msm_g1``.
+    """
+    points = _check_points(points)
+    scalars = _check_scalars(scalars)
+    idx = np.ascontiguousarray(idx)
+    if idx.ndim != 1 or idx.shape[0] != scalars.shape[0] or not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(f"idx must be an integer array of shape ({scalars.shape[0]},)")
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= points.shape[0]):
+        bad = int(np.flatnonzero((idx < 0) | (idx >= points.shape[0]))[0])
+        raise ValueError(f"idx[{bad}] = {int(idx[bad])} is outside [0, {points.shape[0]})")
+    return _run(points, scalars, idx.astype(np.uint32), device, stream, c)
+
+
+def _run(points, scalars, idx, device, stream, c):
+    n = scalars.shape[0]
+    if n == 0 or points.shape[0] == 0:
+        return np.zeros(12, dtype=np.uint64)
+    c = window_bits(n) if c is None else int(c)
+    if not 4 <= c <= 16:
+        raise ValueError(f"c must be in 4..16, got {c}")
+    W = -(-255 // c)
+    nb = W << c
+    d = _driver()
+    st = _state(device)
+    s = stream if stream is not None else st.stream()
+    bufs = []
+
+    def alloc(nbytes):
+        b = st.pool.alloc(max(nbytes, 4), s)
+        bufs.append(b)
+        return b
+
+    def upload(a):
+        b = alloc(a.nbytes)
+        d.copy_htod(b, a, a.nbytes, s)
+        return b
+
+    try:
+        d_pts, d_sc = upload(points), upload(scalars)
+        d_idx = upload(idx) if idx is not None else None
+        d_cnt = alloc(nb * 4)
+        d.memset_d32(d_cnt, 0, nb, s)
+        threads = 256
+        grid = max(1, min((n * W + threads - 1) // threads, st.device.sm_count * 32))
+        args = [("P", d_sc.ptr), ("I", n), ("I", c), ("I", W)]
+        st.fn("cuzk_msm_count").launch(s, grid, threads, [("P", d_cnt.ptr)] + args)
+        counts = np.empty(nb, dtype=np.uint32)
+        d.copy_dtoh(counts, d_cnt, nb * 4, s)
+        s.synchronize()
+        offsets = np.zeros(nb + 1, dtype=np.uint32)
+        np.cumsum(counts, out=offsets[1:])
+        d_off = upload(offsets)
+        d.copy_htod(d_cnt, offsets, nb * 4, s)                    # cursors
+        d_sorted = alloc(int(offsets[-1]) * 4)
+        st.fn("cuzk_msm_scatter").launch(s, grid, threads, [("P", d_sorted.ptr), ("P", d_cnt.ptr)] + args)
+        d_buckets = alloc(nb * _XYZZ_BYTES)
+        bgrid = max(1, min((nb + 127) // 128, st.device.sm_count * 16))
+        st.fn("cuzk_msm_buckets").launch(
+            s, bgrid, 128, [("P", d_buckets.ptr), ("P", d_off.ptr), ("P", d_sorted.ptr),
+                            ("P", d_pts.ptr), ("P", d_idx.ptr if d_idx is not None else 0), ("I", nb)])
+        segs = min(256, 1 << (c - 2))
+        d_sums = alloc(W * _XYZZ_BYTES)
+        st.fn("cuzk_msm_windows").launch(s, W, segs, [("P", d_sums.ptr), ("P", d_buckets.ptr), ("I", c)],
+                                         shmem=segs * _XYZZ_BYTES)
+        d_out = alloc(_XYZZ_BYTES)
+        st.fn("cuzk_msm_combine").launch(s, 1, 1, [("P", d_out.ptr), ("P", d_sums.ptr), ("I", c), ("I", W)])
+        xyzz = np.empty(24, dtype=np.uint64)
+        d.copy_dtoh(xyzz, d_out, _XYZZ_BYTES, s)
+        s.synchronize()
+    finally:
+        for b in bufs:
+            b.free(s)
+    return _to_affine(xyzz)
