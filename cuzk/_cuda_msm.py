@@ -15,7 +15,10 @@ integers).  A first GPU MSM: unsigned digits, no precomputation, the SRS is uplo
 call.
 """
 
+import logging
+import os
 import threading
+import time
 
 import numpy as np
 
@@ -28,11 +31,29 @@ _R384 = 1 << 384
 _XYZZ_BYTES = 4 * 48
 
 _kernels.register("msm", "msm/msm.cu")
+log = logging.getLogger("cuzk.msm")
+# CUZK_MSM_PROFILE=1: synchronize after every step and log the step times (development).
+_PROFILE = os.environ.get("CUZK_MSM_PROFILE", "0") not in ("", "0")
 
 
 def window_bits(n):
-    """Window width c for n points: about log2(n) − 3, within [4, 16]."""
-    return max(4, min(16, n.bit_length() - 4))
+    """Window width c for n points.  A bucket is summed by one thread, so every window must
+    spread the points evenly: only widths whose top window (bits c·(W−1) .. 254) is (nearly)
+    full are used — 5 (255 = 51·5), 8 (top window 7 bits), 15 (255 = 17·15), 16 (top 15 bits).
+    A 3-bit top window (c = 12 or 14) put n/8 points into each of its buckets: 144 ms of one
+    thread's additions at n = 2^16 (bench/RESULTS.md)."""
+    if n < 1 << 9:
+        return 5
+    if n < 1 << 16:
+        return 8
+    return 15 if n < 1 << 20 else 16
+
+
+def _window_split(c):
+    """(blocks per window P, threads per block) for cuzk_msm_windows."""
+    segs = min(256, 1 << max(0, c - 2))
+    parts = max(1, min(8, (1 << c) // (segs * 4)))
+    return parts, segs
 
 
 def _driver():
@@ -134,7 +155,8 @@ def msm_g1(points, scalars, device=None, stream=None, c=None):
     stream : Stream or None
         None: a stream private to the calling thread.  The call returns the result.
     c : int or None
-        Window width in bits (4..16); None: ``window_bits(n)``.
+        Window width in bits (4..16); None: ``window_bits(n)`` (other widths are slower for
+        uniform scalars: see there).
 
     Returns
     -------
@@ -188,6 +210,14 @@ def _run(points, scalars, idx, device, stream, c):
         d.copy_htod(b, a, a.nbytes, s)
         return b
 
+    marks = []
+
+    def mark(name):
+        if _PROFILE:
+            s.synchronize()
+            marks.append((name, time.perf_counter()))
+
+    mark("start")
     try:
         d_pts, d_sc = upload(points), upload(scalars)
         d_idx = upload(idx) if idx is not None else None
@@ -196,7 +226,9 @@ def _run(points, scalars, idx, device, stream, c):
         threads = 256
         grid = max(1, min((n * W + threads - 1) // threads, st.device.sm_count * 32))
         args = [("P", d_sc.ptr), ("I", n), ("I", c), ("I", W)]
+        mark("upload")
         st.fn("cuzk_msm_count").launch(s, grid, threads, [("P", d_cnt.ptr)] + args)
+        mark("count")
         counts = np.empty(nb, dtype=np.uint32)
         d.copy_dtoh(counts, d_cnt, nb * 4, s)
         s.synchronize()
@@ -205,21 +237,32 @@ def _run(points, scalars, idx, device, stream, c):
         d_off = upload(offsets)
         d.copy_htod(d_cnt, offsets, nb * 4, s)                    # cursors
         d_sorted = alloc(int(offsets[-1]) * 4)
+        mark("scan")
         st.fn("cuzk_msm_scatter").launch(s, grid, threads, [("P", d_sorted.ptr), ("P", d_cnt.ptr)] + args)
+        mark("scatter")
         d_buckets = alloc(nb * _XYZZ_BYTES)
         bgrid = max(1, min((nb + 127) // 128, st.device.sm_count * 16))
         st.fn("cuzk_msm_buckets").launch(
             s, bgrid, 128, [("P", d_buckets.ptr), ("P", d_off.ptr), ("P", d_sorted.ptr),
                             ("P", d_pts.ptr), ("P", d_idx.ptr if d_idx is not None else 0), ("I", nb)])
-        segs = min(256, 1 << (c - 2))
-        d_sums = alloc(W * _XYZZ_BYTES)
-        st.fn("cuzk_msm_windows").launch(s, W, segs, [("P", d_sums.ptr), ("P", d_buckets.ptr), ("I", c)],
-                                         shmem=segs * _XYZZ_BYTES)
+        mark("buckets")
+        parts, segs = _window_split(c)
+        d_sums = alloc(W * parts * _XYZZ_BYTES)
+        st.fn("cuzk_msm_windows").launch(
+            s, W * parts, segs, [("P", d_sums.ptr), ("P", d_buckets.ptr), ("I", c), ("I", parts)],
+            shmem=segs * _XYZZ_BYTES)
+        mark("windows")
         d_out = alloc(_XYZZ_BYTES)
-        st.fn("cuzk_msm_combine").launch(s, 1, 1, [("P", d_out.ptr), ("P", d_sums.ptr), ("I", c), ("I", W)])
+        st.fn("cuzk_msm_combine").launch(
+            s, 1, 1, [("P", d_out.ptr), ("P", d_sums.ptr), ("I", c), ("I", W), ("I", parts)])
         xyzz = np.empty(24, dtype=np.uint64)
         d.copy_dtoh(xyzz, d_out, _XYZZ_BYTES, s)
         s.synchronize()
+        mark("combine")
+        if _PROFILE:
+            steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
+            log.warning("msm n=%d N=%d c=%d largest bucket %d: %s ms", n, points.shape[0], c,
+                        int(counts.max()), steps)
     finally:
         for b in bufs:
             b.free(s)

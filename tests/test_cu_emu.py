@@ -408,7 +408,7 @@ def g1_points(n, seed):
     return np.stack([_field.point_mul(g, rnd.randrange(1, R), "g1") for _ in range(n)])
 
 
-MSM_CASES = [(1, None), (2, None), (37, None), (200, None), (200, 5), (300, 8)]
+MSM_CASES = [(1, None), (2, None), (37, None), (200, None), (200, 4), (300, 8), (120, 11)]
 
 
 @pytest.mark.parametrize("n,c", MSM_CASES, ids=[f"n{n}-c{c or 'auto'}" for n, c in MSM_CASES])

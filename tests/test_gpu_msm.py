@@ -36,7 +36,11 @@ def random_scalars(rng, n, kind="uniform"):
 
 
 def test_window_bits():
-    assert M.window_bits(1) == 4 and M.window_bits(1 << 20) == 16 and M.window_bits(1 << 12) == 9
+    assert M.window_bits(1) == 5 and M.window_bits(1 << 12) == 8 and M.window_bits(1 << 18) == 15
+    assert M.window_bits(1 << 20) == 16
+    for c in range(4, 17):          # the window kernel's split covers every digit exactly once
+        parts, segs = M._window_split(c)
+        assert (1 << c) % (parts * segs) == 0 and (1 << c) // (parts * segs) >= 1
 
 
 @gpu

@@ -9,9 +9,13 @@
 //   2. cuzk_msm_scatter   point indices sorted by bucket (a counting sort; the order inside
 //                         a bucket depends on the atomics, the bucket sums do not)
 //   3. cuzk_msm_buckets   one thread per bucket: XYZZ sum of its points (mixed additions)
-//   4. cuzk_msm_windows   one block per window: Σ_d d·B(w, d) by running sums over segments
-//                         of the digits, one segment per thread, then a tree in shared memory
-//   5. cuzk_msm_combine   one thread: Σ_w 2^(w·c)·S_w (Horner)
+//   4. cuzk_msm_windows   P blocks per window: Σ_d d·B(w, d) over their digits by running
+//                         sums over segments, one segment per thread, then a tree in
+//                         shared memory
+//   5. cuzk_msm_combine   one thread: Σ_w 2^(w·c)·S_w (Horner) over the P parts of each window
+// A bucket is summed by one thread, so the windows must spread the points evenly: the
+// host picks c so that the top window (bits c·(W−1) .. 254) is (nearly) as wide as the
+// others — a 3-bit top window would put n/8 points into each of its buckets.
 // The result stays in XYZZ coordinates; the host converts it to affine.
 #include "ec/g1.cuh"
 
@@ -92,15 +96,20 @@ extern "C" __global__ void cuzk_msm_buckets(xyzz_g1_t* buckets, const uint32_t* 
     }
 }
 
-// sums[w] = Σ_d d·buckets[w·2^c + d] for w = blockIdx.x.  blockDim.x = segments per window (a
-// power of two dividing 2^c); thread t takes digits [t·L, (t + 1)·L), L = 2^c / blockDim.x:
-// with running sums from the top, R = Σ B_d and S = Σ (d − lo)·B_d, so its share is
-// S + lo·R.  Dynamic shared memory: blockDim.x XYZZ points.
-extern "C" __global__ void cuzk_msm_windows(xyzz_g1_t* sums, const xyzz_g1_t* buckets, uint32_t c)
+// Partial window sums: block (w, p) = (blockIdx.x / P, blockIdx.x % P) writes
+// sums[blockIdx.x] = Σ_d d·buckets[w·2^c + d] over its digits [p·2^c/P, (p + 1)·2^c/P).
+// blockDim.x = segments per block (a power of two; P·blockDim.x divides 2^c); thread t takes
+// L = 2^c / (P·blockDim.x) digits from lo: with running sums from the top, R = Σ B_d and
+// S = Σ (d − lo)·B_d, so its share is S + lo·R; then a tree in shared memory.  Dynamic shared
+// memory: blockDim.x XYZZ points.
+extern "C" __global__ void cuzk_msm_windows(xyzz_g1_t* sums, const xyzz_g1_t* buckets, uint32_t c,
+                                            uint32_t P)
 {
     CUZK_DYN_SMEM(xyzz_g1_t, part);
-    const uint32_t t = threadIdx.x, L = (1u << c) / blockDim.x, lo = t * L;
-    const xyzz_g1_t* B = buckets + ((uint64_t)blockIdx.x << c);
+    const uint32_t w = blockIdx.x / P, p = blockIdx.x % P;
+    const uint32_t t = threadIdx.x, L = (1u << c) / (P * blockDim.x);
+    const uint32_t lo = (p * blockDim.x + t) * L;
+    const xyzz_g1_t* B = buckets + ((uint64_t)w << c);
     xyzz_g1_t R = xyzz_g1_t::infinity(), S = xyzz_g1_t::infinity();
     for (uint32_t d = lo + L - 1; d > lo; d--) {
         R = R.add(B[d]);
@@ -116,14 +125,16 @@ extern "C" __global__ void cuzk_msm_windows(xyzz_g1_t* sums, const xyzz_g1_t* bu
     if (t == 0) sums[blockIdx.x] = part[0];
 }
 
-// out[0] = Σ_w 2^(w·c)·sums[w] (one thread).
-extern "C" __global__ void cuzk_msm_combine(xyzz_g1_t* out, const xyzz_g1_t* sums, uint32_t c, uint32_t W)
+// out[0] = Σ_w 2^(w·c)·(Σ_p sums[w·P + p]) (one thread, Horner).
+extern "C" __global__ void cuzk_msm_combine(xyzz_g1_t* out, const xyzz_g1_t* sums, uint32_t c, uint32_t W,
+                                            uint32_t P)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    xyzz_g1_t acc = sums[W - 1];
-    for (uint32_t w = W - 1; w-- > 0;) {
-        for (uint32_t k = 0; k < c; k++) acc = acc.dbl();
-        acc = acc.add(sums[w]);
+    xyzz_g1_t acc = xyzz_g1_t::infinity();
+    for (uint32_t w = W; w-- > 0;) {
+        if (w + 1 < W)
+            for (uint32_t k = 0; k < c; k++) acc = acc.dbl();
+        for (uint32_t p = 0; p < P; p++) acc = acc.add(sums[w * P + p]);
     }
     out[0] = acc;
 }
