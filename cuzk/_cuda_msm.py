@@ -6,13 +6,13 @@
 affine Montgomery sum uint64 (12,), the same bytes as ``cuzk._native._msm.msm(points,
 scalars, "g1")``.
 
-Steps (one stream, stream-ordered pool memory): upload; count the bucket sizes of every
-c-bit window (c from the size, ``window_bits``); the exclusive prefix sum of the counts on
-the host (W·2^c words); a counting sort of point indices by bucket; one thread per bucket
-sums its points in XYZZ coordinates; one block per window reduces Σ d·B_d; one thread
-combines the windows; the host converts the XYZZ result to affine (one inversion, Python
-integers).  A first GPU MSM: unsigned digits, no precomputation, the SRS is uploaded per
-call.
+Steps (one stream, stream-ordered pool memory, one synchronization at the end): upload;
+count the bucket sizes of every c-bit window (c from the size, ``window_bits``); their
+exclusive prefix sum (one block); a counting sort of point indices by bucket; one thread per
+bucket sums its points in XYZZ coordinates; P blocks per window reduce Σ d·B_d; the host
+sums the W·P partial window sums by Horner's rule in C (``_field.g1_xyzz_horner``: 255
+doublings are a latency chain one CPU core runs faster than one GPU thread) and converts to
+affine.  A first GPU MSM: unsigned digits, no precomputation, the SRS is uploaded per call.
 """
 
 import logging
@@ -23,11 +23,10 @@ import time
 import numpy as np
 
 from . import _kernels
+from ._native import _field
 
 __all__ = ["msm_g1", "msm_g1_indexed", "window_bits"]
 
-Q_MODULUS = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
-_R384 = 1 << 384
 _XYZZ_BYTES = 4 * 48
 
 _kernels.register("msm", "msm/msm.cu")
@@ -127,21 +126,6 @@ def _check(points, scalars):
     return points, scalars
 
 
-def _to_affine(xyzz):
-    """XYZZ (4 x 6 Montgomery limbs) -> affine Montgomery uint64 (12,), all-zero = infinity."""
-    q = Q_MODULUS
-    vals = [int.from_bytes(xyzz[6 * k:6 * k + 6].tobytes(), "little") for k in range(4)]
-    X, Y, ZZ, ZZZ = (v * pow(_R384, -1, q) % q for v in vals)     # out of Montgomery form
-    out = np.zeros(12, dtype=np.uint64)
-    if ZZ == 0:
-        return out
-    x = X * pow(ZZ, -1, q) % q
-    y = Y * pow(ZZZ, -1, q) % q
-    raw = (x * _R384 % q).to_bytes(48, "little") + (y * _R384 % q).to_bytes(48, "little")
-    out[:] = np.frombuffer(raw, dtype="<u8")
-    return out
-
-
 def msm_g1(points, scalars, device=None, stream=None, c=None):
     """Σ scalars[i]·points[i] over G1 on the GPU.
 
@@ -229,16 +213,13 @@ def _run(points, scalars, idx, device, stream, c):
         mark("upload")
         st.fn("cuzk_msm_count").launch(s, grid, threads, [("P", d_cnt.ptr)] + args)
         mark("count")
-        counts = np.empty(nb, dtype=np.uint32)
-        d.copy_dtoh(counts, d_cnt, nb * 4, s)
-        s.synchronize()
-        offsets = np.zeros(nb + 1, dtype=np.uint32)
-        np.cumsum(counts, out=offsets[1:])
-        d_off = upload(offsets)
-        d.copy_htod(d_cnt, offsets, nb * 4, s)                    # cursors
-        d_sorted = alloc(int(offsets[-1]) * 4)
+        d_off = alloc((nb + 1) * 4)
+        d_cur = alloc(nb * 4)
+        st.fn("cuzk_msm_scan").launch(s, 1, 1024, [("P", d_off.ptr), ("P", d_cur.ptr), ("P", d_cnt.ptr),
+                                                   ("I", nb)], shmem=1024 * 4)
         mark("scan")
-        st.fn("cuzk_msm_scatter").launch(s, grid, threads, [("P", d_sorted.ptr), ("P", d_cnt.ptr)] + args)
+        d_sorted = alloc(n * W * 4)                                 # at most one entry per (i, w)
+        st.fn("cuzk_msm_scatter").launch(s, grid, threads, [("P", d_sorted.ptr), ("P", d_cur.ptr)] + args)
         mark("scatter")
         d_buckets = alloc(nb * _XYZZ_BYTES)
         bgrid = max(1, min((nb + 127) // 128, st.device.sm_count * 16))
@@ -251,19 +232,16 @@ def _run(points, scalars, idx, device, stream, c):
         st.fn("cuzk_msm_windows").launch(
             s, W * parts, segs, [("P", d_sums.ptr), ("P", d_buckets.ptr), ("I", c), ("I", parts)],
             shmem=segs * _XYZZ_BYTES)
-        mark("windows")
-        d_out = alloc(_XYZZ_BYTES)
-        st.fn("cuzk_msm_combine").launch(
-            s, 1, 1, [("P", d_out.ptr), ("P", d_sums.ptr), ("I", c), ("I", W), ("I", parts)])
-        xyzz = np.empty(24, dtype=np.uint64)
-        d.copy_dtoh(xyzz, d_out, _XYZZ_BYTES, s)
+        sums = np.empty((W * parts, 24), dtype=np.uint64)
+        d.copy_dtoh(sums, d_sums, sums.nbytes, s)
         s.synchronize()
-        mark("combine")
+        mark("windows")
+        out = _field.g1_xyzz_horner(sums, W, parts, c)
+        mark("horner")
         if _PROFILE:
             steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
-            log.warning("msm n=%d N=%d c=%d largest bucket %d: %s ms", n, points.shape[0], c,
-                        int(counts.max()), steps)
+            log.warning("msm n=%d N=%d c=%d: %s ms", n, points.shape[0], c, steps)
     finally:
         for b in bufs:
             b.free(s)
-    return _to_affine(xyzz)
+    return out

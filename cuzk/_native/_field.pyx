@@ -29,7 +29,7 @@ __all__ = [
     "to_mont", "from_mont", "canonical_limbs",
     "add", "sub", "mul", "neg", "sqr", "inv", "pow", "sqrt",
     "decode_points", "encode_points", "check_points", "jacobian_to_affine",
-    "generator", "point_add", "point_double", "point_neg", "point_mul", "on_curve",
+    "generator", "point_add", "point_double", "point_neg", "point_mul", "on_curve", "g1_xyzz_horner",
     "in_subgroup", "msm_simple",
 ]
 
@@ -169,6 +169,19 @@ cdef extern from * nogil:
         if (g == 1) *(g1_affine_t*)o = cuzk::msm_simple((const g1_affine_t*)p, k, n, t).to_affine();
         else *(g2_affine_t*)o = cuzk::msm_simple((const g2_affine_t*)p, k, n, t).to_affine();
     }
+    // Σ_w 2^(w·c)·Σ_p parts[w·P + p] over G1 XYZZ points (the GPU MSM's window sums: the
+    // same 4 x 48-byte layout), to affine.
+    static_assert(sizeof(g1_xyzz_t) == 4 * 48, "XYZZ layout shared with cuzk/cu/ec/g1.cuh");
+    inline void g1_xyzz_horner(uint64_t* o, const uint64_t* parts, unsigned W, unsigned P, unsigned c) {
+        const g1_xyzz_t* S = (const g1_xyzz_t*)parts;
+        g1_xyzz_t acc = g1_xyzz_t::infinity();
+        for (unsigned w = W; w-- > 0;) {
+            if (w + 1 < W)
+                for (unsigned k = 0; k < c; k++) acc = acc.dbl();
+            for (unsigned p = 0; p < P; p++) acc = acc.add(S[(size_t)w * P + p]);
+        }
+        *(g1_affine_t*)o = acc.to_affine();
+    }
     }  // namespace cuzk_field
     """
     void c_binop "cuzk_field::binop"(int field, int op, uint64_t* o, const uint64_t* a, const uint64_t* b,
@@ -183,6 +196,8 @@ cdef extern from * nogil:
     cbool c_point_pred "cuzk_field::point_pred"(int g, int what, const uint64_t* p)
     void c_msm_simple "cuzk_field::msm_simple"(int g, uint64_t* o, const uint64_t* p, const uint64_t* k,
                                                size_t n, size_t threads)
+    void c_g1_xyzz_horner "cuzk_field::g1_xyzz_horner"(uint64_t* o, const uint64_t* parts, unsigned W,
+                                                        unsigned P, unsigned c)
 
 
 # ---- argument checking ---------------------------------------------------------------
@@ -605,6 +620,23 @@ def point_mul(p, k, group="g1"):
     cdef int c = code
     with nogil:
         c_point_mul(c, &o[0], &pv[0], &kk[0], cnk)
+    return out
+
+
+def g1_xyzz_horner(parts, unsigned W, unsigned P, unsigned c):
+    """Σ_w 2^(w·c)·Σ_p parts[w·P + p] for G1 points in XYZZ coordinates (Montgomery Fq, uint64
+    (W·P, 24): X, Y, ZZ, ZZZ; ZZ = 0 is infinity), returned affine uint64 (12,) (all-zero =
+    infinity).  The host end of the GPU MSM (cuzk._cuda_msm)."""
+    if (not isinstance(parts, np.ndarray) or parts.dtype != np.uint64 or parts.ndim != 2
+            or parts.shape[1] != 24 or not parts.flags.c_contiguous):
+        raise ValueError("parts must be a C-contiguous uint64 array of shape (k, 24)")
+    if W == 0 or P == 0 or parts.shape[0] != W * P:
+        raise ValueError(f"parts must hold W·P = {W * P} points, got {parts.shape[0]}")
+    out = np.zeros(12, dtype=np.uint64)
+    cdef const uint64_t[:, ::1] pv = parts
+    cdef uint64_t[::1] o = out
+    with nogil:
+        c_g1_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
     return out
 
 

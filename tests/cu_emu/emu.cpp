@@ -131,7 +131,7 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(emu_fq_ops),    EMU_KERNEL(cuzk_h_odd_gather),
     EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter),
     EMU_KERNEL(cuzk_msm_buckets), EMU_KERNEL(cuzk_msm_windows),
-    EMU_KERNEL(cuzk_msm_combine),
+    EMU_KERNEL(cuzk_msm_scan),
 };
 #undef EMU_KERNEL
 

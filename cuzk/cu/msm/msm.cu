@@ -5,18 +5,18 @@
 // Window w (w < W) holds bits [w·c, w·c + c) of every scalar: an unsigned digit d.  Bucket
 // (w, d) is B[w·2^c + d] = Σ of the points whose digit in window w is d (d = 0 is skipped).
 //   1. cuzk_msm_count     histogram of the buckets (atomic counters)
-//      (the host turns the counts into offsets: an exclusive prefix sum)
+//      cuzk_msm_scan      their exclusive prefix sum (offsets) and a copy (cursors)
 //   2. cuzk_msm_scatter   point indices sorted by bucket (a counting sort; the order inside
 //                         a bucket depends on the atomics, the bucket sums do not)
 //   3. cuzk_msm_buckets   one thread per bucket: XYZZ sum of its points (mixed additions)
 //   4. cuzk_msm_windows   P blocks per window: Σ_d d·B(w, d) over their digits by running
 //                         sums over segments, one segment per thread, then a tree in
 //                         shared memory
-//   5. cuzk_msm_combine   one thread: Σ_w 2^(w·c)·S_w (Horner) over the P parts of each window
 // A bucket is summed by one thread, so the windows must spread the points evenly: the
 // host picks c so that the top window (bits c·(W−1) .. 254) is (nearly) as wide as the
 // others — a 3-bit top window would put n/8 points into each of its buckets.
-// The result stays in XYZZ coordinates; the host converts it to affine.
+// The host sums the W·P partial window sums by Horner's rule (255 doublings: a latency
+// chain that one CPU core runs faster than one GPU thread) and converts to affine.
 #include "ec/g1.cuh"
 
 using cuzk::affine_g1_t;
@@ -125,16 +125,33 @@ extern "C" __global__ void cuzk_msm_windows(xyzz_g1_t* sums, const xyzz_g1_t* bu
     if (t == 0) sums[blockIdx.x] = part[0];
 }
 
-// out[0] = Σ_w 2^(w·c)·(Σ_p sums[w·P + p]) (one thread, Horner).
-extern "C" __global__ void cuzk_msm_combine(xyzz_g1_t* out, const xyzz_g1_t* sums, uint32_t c, uint32_t W,
-                                            uint32_t P)
+// offsets[i] = Σ_{j<i} counts[j] for i <= nb and cursor[i] = offsets[i] for i < nb: one block;
+// thread t scans its chunk [t·K, (t + 1)·K), K = ceil(nb / blockDim.x), after thread 0 has
+// scanned the chunk totals.  Dynamic shared memory: blockDim.x words.
+extern "C" __global__ void cuzk_msm_scan(uint32_t* offsets, uint32_t* cursor, const uint32_t* counts,
+                                         uint32_t nb)
 {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    xyzz_g1_t acc = xyzz_g1_t::infinity();
-    for (uint32_t w = W; w-- > 0;) {
-        if (w + 1 < W)
-            for (uint32_t k = 0; k < c; k++) acc = acc.dbl();
-        for (uint32_t p = 0; p < P; p++) acc = acc.add(sums[w * P + p]);
+    CUZK_DYN_SMEM(uint32_t, chunk);  // (extern shared arrays of one program share a symbol: distinct names)
+    const uint32_t t = threadIdx.x, K = (nb + blockDim.x - 1) / blockDim.x;
+    const uint32_t b = t * K < nb ? t * K : nb, e = b + K < nb ? b + K : nb;
+    uint32_t sum = 0;
+    for (uint32_t i = b; i < e; i++) sum += counts[i];
+    chunk[t] = sum;
+    __syncthreads();
+    if (t == 0) {
+        uint32_t run = 0;
+        for (uint32_t k = 0; k < blockDim.x; k++) {
+            const uint32_t v = chunk[k];
+            chunk[k] = run;
+            run += v;
+        }
+        offsets[nb] = run;
     }
-    out[0] = acc;
+    __syncthreads();
+    uint32_t run = chunk[t];
+    for (uint32_t i = b; i < e; i++) {
+        offsets[i] = run;
+        cursor[i] = run;
+        run += counts[i];
+    }
 }
