@@ -216,10 +216,12 @@ struct mont_t {
     static constexpr bool outline_mul(decltype(Q::OUTLINE_MUL)) { return Q::OUTLINE_MUL; }
     template <class Q>
     static constexpr bool outline_mul(...) { return false; }
+    // By value: the operands arrive in registers (through references they are loads from
+    // the caller's stack, and ptxas then splits the a·b rows into IMAD + IMAD.HI + adds).
 #ifdef CUZK_HOST_EMU
-    static __attribute__((noinline)) mont_t mul_outline(const mont_t& a, const mont_t& b)
+    static __attribute__((noinline)) mont_t mul_outline(const mont_t a, const mont_t b)
 #else
-    static __device__ __noinline__ mont_t mul_outline(const mont_t& a, const mont_t& b)
+    static __device__ __noinline__ mont_t mul_outline(const mont_t a, const mont_t b)
 #endif
     {
         return mul_inline(a, b);
