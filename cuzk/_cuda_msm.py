@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from . import _kernels
+from ._cuda_state import DeviceState, state_for
 from ._native import _field
 
 __all__ = ["msm_g1", "msm_g1_indexed", "window_bits"]
@@ -60,42 +61,13 @@ def _driver():
     return d
 
 
-class _State:
-    def __init__(self, device):
-        self.device = device
-        self.module = _kernels.get_module(device, "msm")
-        self.pool = _driver().MemPool(device)
-        self._fns = {}
-        self._lock = threading.Lock()
-        self._local = threading.local()
-
-    def fn(self, name):
-        f = self._fns.get(name)
-        if f is None:
-            with self._lock:
-                f = self._fns.setdefault(name, self.module.function(name))
-        return f
-
-    def stream(self):
-        s = getattr(self._local, "stream", None)
-        if s is None:
-            s = self._local.stream = _driver().Stream(self.device)
-        return s
-
-
 _states = {}
 _states_lock = threading.Lock()
 
 
 def _state(device):
-    d = _driver()
-    dev = d.Device.get(0 if device is None else device) if not isinstance(device, d.Device) else device
-    key = (dev.ordinal, dev.context)
-    st = _states.get(key)
-    if st is None:
-        with _states_lock:
-            st = _states.get(key) or _states.setdefault(key, _State(dev))
-    return st
+    return state_for(_states, _states_lock, _driver(), device,
+                     lambda dev: DeviceState(_driver(), dev, "msm"))
 
 
 def _check_points(points):
@@ -181,7 +153,7 @@ def _run(points, scalars, idx, device, stream, c):
     nb = W << c
     d = _driver()
     st = _state(device)
-    s = stream if stream is not None else st.stream()
+    s = stream if stream is not None else st.streams()[0]
     bufs = []
 
     def alloc(nbytes):

@@ -30,6 +30,7 @@ import threading
 import numpy as np
 
 from . import _kernels
+from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
            "h_stage_device", "h_stage_inplace", "snarkjs_h", "release", "pass_plan", "h_consts"]
@@ -169,38 +170,16 @@ def _check_fr(values, name):
 
 # --------------------------------------------------------------------------- per-device state
 
-class _DeviceState:
+class _DeviceState(DeviceState):
     """Module, functions, resident twiddle tables and constants of one device."""
 
     def __init__(self, device):
-        d = _driver()
-        self.device = device
         # CUZK_NTT_NVRTC_OPTIONS: extra NVRTC options (development: kernel variants)
-        extra = tuple(os.environ.get("CUZK_NTT_NVRTC_OPTIONS", "").split())
-        self.module = _kernels.get_module(device, "ntt", extra)
-        self.pool = d.MemPool(device)
-        self._lock = threading.RLock()
-        self._fns = {}
+        extra = os.environ.get("CUZK_NTT_NVRTC_OPTIONS", "").split()
+        super().__init__(_driver(), device, "ntt", extra)
         self._tables = {}      # (lg_n, kind) -> DeviceBuffer (plain allocation, resident)
         self._consts = {}      # lg_n -> DeviceBuffer of H_CONSTS (Montgomery)
         self._staging = []     # free PinnedBuffers for uploads
-        self._local = threading.local()
-
-    # streams private to the calling thread (compute, upload)
-    def streams(self):
-        loc = self._local
-        if getattr(loc, "streams", None) is None:
-            d = _driver()
-            loc.streams = (d.Stream(self.device), d.Stream(self.device))
-        return loc.streams
-
-    def fn(self, name, smem=0):
-        def make():
-            f = self.module.function(name)
-            if smem > 48 * 1024:
-                f.set_max_dynamic_shared(smem)
-            return f
-        return self._memo(self._fns, name, make)
 
     def table(self, lg_n, kind, stream):
         """Twiddle table Z (heap order) of ``kind`` at size 2^lg_n.
@@ -210,16 +189,6 @@ class _DeviceState:
         of size 2n, used by the H stage).
         """
         return self._memo(self._tables, (lg_n, kind), lambda: self._make_table(lg_n, kind, stream))
-
-    def _memo(self, cache, key, make):
-        """cache[key], made once under the state's lock (double-checked: reads take no lock)."""
-        buf = cache.get(key)
-        if buf is None:
-            with self._lock:
-                buf = cache.get(key)
-                if buf is None:
-                    buf = cache[key] = make()
-        return buf
 
     def _make_table(self, lg_n, kind, stream):
         d = _driver()
@@ -409,25 +378,8 @@ _states = {}
 _states_lock = threading.Lock()
 
 
-def _resolve_device(device):
-    d = _driver()
-    if device is None:
-        return d.Device.get(0)
-    if isinstance(device, int):
-        return d.Device.get(device)
-    return device
-
-
 def _state(device):
-    dev = _resolve_device(device)
-    key = (dev.ordinal, dev.context)
-    st = _states.get(key)
-    if st is None:
-        with _states_lock:
-            st = _states.get(key)
-            if st is None:
-                st = _states[key] = _DeviceState(dev)
-    return st
+    return state_for(_states, _states_lock, _driver(), device, _DeviceState)
 
 
 def release(device=None):
