@@ -59,13 +59,111 @@ def _cmd_keygen(args):
 
 
 def _cmd_prove(args):
-    from ._prover import prove_cli
-    return prove_cli(args)
+    """``cuzk prove``: the bellperson form (--params/--assignment/--out) or the snarkjs form."""
+    if args.zkey or args.wtns:
+        return _prove_snarkjs(args)
+    if not (args.params and args.assignment and args.out):
+        raise ValueError("cuzk prove needs --params, --assignment and --out "
+                         "(or --zkey, --wtns, --proof and --public)")
+    from ._assignment import Assignment
+    from ._params import read_params
+    from ._prover import prove
+    pk = read_params(args.params, threads=args.threads)
+    asg = Assignment.load_npz(args.assignment)
+    t = {}
+    proof = prove(pk, asg, backend=args.backend, threads=args.threads, verify=args.verify,
+                  timings=t)
+    tmp = args.out + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(proof)
+    os.replace(tmp, args.out)
+    print(f"proof: {args.out} ({len(proof)} bytes) in {t['total']:.3f} s")
+    return 0
 
 
-def _cmd_verify(args):
-    from ._verifier import verify_cli
-    return verify_cli(args)
+def _prove_snarkjs(args):
+    """``cuzk prove --zkey Z --wtns W --proof proof.json --public public.json``."""
+    from . import _snarkjs as sj
+    from ._errors import ProofVerificationError
+    from ._snarkjs_prover import _verify_zkey, prove_zkey
+    missing = [o for o, v in (("--zkey", args.zkey), ("--wtns", args.wtns),
+                              ("--proof", args.proof), ("--public", args.public)) if not v]
+    if missing:
+        raise ValueError(f"cuzk prove (snarkjs form) needs {', '.join(missing)}")
+    zkey = sj.read_zkey(args.zkey)
+    w = sj.read_wtns(args.wtns)
+    t = {}
+    proof, public = prove_zkey(zkey, w, threads=args.threads, backend=args.backend, timings=t)
+    if args.verify and not _verify_zkey(zkey, proof, public):
+        raise ProofVerificationError("the computed proof does not verify against the zkey's "
+                                     "verification key; nothing written")
+    _write_atomic(args.proof, sj.write_proof_json, *proof)
+    _write_atomic(args.public, sj.write_public_json, public)
+    print(f"proof: {args.proof}, public: {args.public} ({len(public)} signals) "
+          f"in {t['total']:.3f} s on {t['backend']}")
+    return 0
+
+
+def _write_atomic(path, writer, *args):
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        writer(tmp, *args)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _is_json(path) -> bool:
+    """Whether the file's first non-blank byte is ``{`` (a snarkjs JSON file)."""
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    return head[:1] == b"{"
+
+
+def _snarkjs_vk(path):
+    """snarkjs ``verification_key.json`` → VerifyingKey (β·G1 and δ·G1, which verification does
+    not use and the file does not hold, are left as the point at infinity)."""
+    import numpy as np
+    from . import _snarkjs as sj
+    from ._params import VerifyingKey
+    d = sj.read_verification_key_json(path)
+    z = np.zeros(12, np.uint64)
+    return VerifyingKey(alpha_g1=sj.g1_to_mont(d["vk_alpha_1"]), beta_g1=z,
+                        beta_g2=sj.g2_to_mont(d["vk_beta_2"]),
+                        gamma_g2=sj.g2_to_mont(d["vk_gamma_2"]), delta_g1=z,
+                        delta_g2=sj.g2_to_mont(d["vk_delta_2"]),
+                        ic=np.stack([sj.g1_to_mont(p) for p in d["IC"]]))
+
+
+def verify_cli(args) -> int:
+    """``cuzk verify --vk VK --proof PROOF --public public.json`` (0 valid, 1 invalid)."""
+    from . import _snarkjs as sj
+    from ._errors import FormatError
+    from ._params import PROOF_BYTES, decode_proof, read_vk
+    from ._verifier import verify
+    public = sj.read_public_json(args.public)
+    if _is_json(args.vk):
+        vk = _snarkjs_vk(args.vk)
+        A, B, C = sj.read_proof_json(args.proof)
+        proof = (sj.g1_to_mont(A), sj.g2_to_mont(B), sj.g1_to_mont(C))
+    else:
+        vk = read_vk(args.vk)
+        with open(args.proof, "rb") as f:
+            data = f.read(PROOF_BYTES + 1)
+        proof = decode_proof(data, path=args.proof)
+    if len(public) != vk.n_inputs - 1:
+        raise FormatError(args.public, None, f"{vk.n_inputs - 1} public inputs for this "
+                                             f"verifying key, found {len(public)}")
+    try:
+        ok = verify(vk, proof, public)
+    except ValueError as e:  # a proof point off the curve or outside the subgroup
+        raise FormatError(args.proof, None, f"valid proof points ({e})") from None
+    print("OK: proof is valid" if ok else "INVALID: proof does not verify")
+    return 0 if ok else 1
+
+
+_cmd_verify = verify_cli
 
 
 def _cmd_demo(args):

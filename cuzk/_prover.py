@@ -19,7 +19,7 @@ import numpy as np
 from ._errors import ProofVerificationError
 
 __all__ = ["CpuStages", "CudaStages", "stages_for", "prove", "prove_partitions",
-           "public_inputs", "prove_cli", "R_MODULUS"]
+           "public_inputs", "R_MODULUS"]
 
 R_MODULUS = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 
@@ -236,27 +236,3 @@ def prove_partitions(pk, assignments, *, backend="auto", threads=None, verify=Fa
     st = stages_for(backend, threads)
     return b"".join(prove(pk, a, backend=backend, threads=threads, verify=verify,
                           timings=timings, stages=st) for a in assignments)
-
-
-def prove_cli(args):
-    """``cuzk prove``: the bellperson form (--params/--assignment/--out) or the snarkjs form."""
-    if args.zkey or args.wtns:
-        from ._snarkjs_prover import prove_cli as snark_cli
-        return snark_cli(args)
-    if not (args.params and args.assignment and args.out):
-        raise ValueError("cuzk prove needs --params, --assignment and --out "
-                         "(or --zkey, --wtns, --proof and --public)")
-    import os
-    from ._assignment import Assignment
-    from ._params import read_params
-    pk = read_params(args.params, threads=args.threads)
-    asg = Assignment.load_npz(args.assignment)
-    t = {}
-    proof = prove(pk, asg, backend=args.backend, threads=args.threads, verify=args.verify,
-                  timings=t)
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(proof)
-    os.replace(tmp, args.out)
-    print(f"proof: {args.out} ({len(proof)} bytes) in {t['total']:.3f} s")
-    return 0

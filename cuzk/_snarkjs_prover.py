@@ -37,10 +37,9 @@ import numpy as np
 
 from . import _snarkjs as sj
 from ._args import threads_arg
-from ._errors import ProofVerificationError
 
 __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "prove_zkey",
-           "zkey_verifying_key", "prove_cli"]
+           "zkey_verifying_key"]
 
 log = logging.getLogger("cuzk.snarkjs")
 
@@ -236,35 +235,3 @@ def _verify_zkey(zkey, proof, public) -> bool:
     A, B, C = proof
     enc = encode_proof(sj.g1_to_mont(A), sj.g2_to_mont(B), sj.g1_to_mont(C))
     return verify(zkey_verifying_key(zkey), enc, public)
-
-
-def _write_atomic(path, writer, *args):
-    """Write through a temp file beside ``path`` and rename, so no half-written file is left."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        writer(tmp, *args)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def prove_cli(args):
-    """``cuzk prove --zkey Z --wtns W --proof proof.json --public public.json`` (exit code)."""
-    missing = [o for o, v in (("--zkey", args.zkey), ("--wtns", args.wtns),
-                              ("--proof", args.proof), ("--public", args.public)) if not v]
-    if missing:
-        raise ValueError(f"cuzk prove (snarkjs form) needs {', '.join(missing)}")
-    zkey = sj.read_zkey(args.zkey)
-    w = sj.read_wtns(args.wtns)
-    t = {}
-    proof, public = prove_zkey(zkey, w, threads=getattr(args, "threads", None),
-                               backend=getattr(args, "backend", "auto"), timings=t)
-    if getattr(args, "verify", False) and not _verify_zkey(zkey, proof, public):
-        raise ProofVerificationError("the computed proof does not verify against the zkey's "
-                                     "verification key; nothing written")
-    _write_atomic(args.proof, sj.write_proof_json, *proof)
-    _write_atomic(args.public, sj.write_public_json, public)
-    print(f"proof: {args.proof}, public: {args.public} ({len(public)} signals) "
-          f"in {t['total']:.3f} s on {t['backend']}")
-    return 0

@@ -26,7 +26,7 @@ from ._assignment import R_MOD, fr_mont_to_ints
 from ._errors import FormatError
 from ._params import PROOF_BYTES, VerifyingKey, decode_proof
 
-__all__ = ["verify", "verify_batch", "verify_cli", "to_arkworks_g1", "to_arkworks_g2",
+__all__ = ["verify", "verify_batch", "to_arkworks_g1", "to_arkworks_g2",
            "from_arkworks_g1", "from_arkworks_g2"]
 
 Q_MOD = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
@@ -205,60 +205,3 @@ def verify_batch(vk: VerifyingKey, proofs, publics) -> bool:
     g1s += [-acc, -csum, -(pvk.alpha * Scalar(sum(rs) % R_MOD))]
     g2s += [pvk.gamma, pvk.delta, pvk.beta]
     return bool(GT.pairing_check(g1s, g2s))
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _is_json(path) -> bool:
-    """Whether the file's first non-blank byte is ``{`` (a snarkjs JSON file)."""
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip()
-    return head[:1] == b"{"
-
-
-def _snarkjs_vk(path) -> VerifyingKey:
-    """snarkjs ``verification_key.json`` → VerifyingKey (β·G1 and δ·G1, which verification does
-    not use and the file does not hold, are left as the point at infinity)."""
-    from . import _snarkjs as sj
-    d = sj.read_verification_key_json(path)
-    z = np.zeros(12, np.uint64)
-    return VerifyingKey(alpha_g1=sj.g1_to_mont(d["vk_alpha_1"]), beta_g1=z,
-                        beta_g2=sj.g2_to_mont(d["vk_beta_2"]),
-                        gamma_g2=sj.g2_to_mont(d["vk_gamma_2"]), delta_g1=z,
-                        delta_g2=sj.g2_to_mont(d["vk_delta_2"]),
-                        ic=np.stack([sj.g1_to_mont(p) for p in d["IC"]]))
-
-
-def verify_cli(args) -> int:
-    """``cuzk verify --vk VK --proof PROOF --public public.json``.
-
-    Two forms, told apart by the key file: a snarkjs ``verification_key.json`` (then PROOF is
-    snarkjs ``proof.json``) or a bellperson ``.vk`` (then PROOF is the 192-byte ``proof.bin``).
-    ``public.json`` lists the public inputs as decimal strings, without the leading 1.
-
-    Returns 0 when the proof is valid, 1 when it is not (and prints which).  Unreadable or
-    malformed files raise FormatError / ValueError / OSError naming the file (the CLI prints
-    one line and exits 2).
-    """
-    from . import _snarkjs as sj
-    from ._params import read_vk
-
-    public = sj.read_public_json(args.public)
-    if _is_json(args.vk):
-        vk = _snarkjs_vk(args.vk)
-        A, B, C = sj.read_proof_json(args.proof)
-        proof = (sj.g1_to_mont(A), sj.g2_to_mont(B), sj.g1_to_mont(C))
-    else:
-        vk = read_vk(args.vk)
-        with open(args.proof, "rb") as f:
-            data = f.read(PROOF_BYTES + 1)
-        proof = decode_proof(data, path=args.proof)
-    if len(public) != vk.n_inputs - 1:
-        raise FormatError(args.public, None, f"{vk.n_inputs - 1} public inputs for this "
-                                             f"verifying key, found {len(public)}")
-    try:
-        ok = verify(vk, proof, public)
-    except ValueError as e:  # a proof point off the curve or outside the subgroup
-        raise FormatError(args.proof, None, f"valid proof points ({e})") from None
-    print("OK: proof is valid" if ok else "INVALID: proof does not verify")
-    return 0 if ok else 1

@@ -258,7 +258,7 @@ def test_verify_cli_bellperson_form(setup8, tmp_path, capsys):
     import argparse
     from cuzk import _snarkjs as sj
     from cuzk._params import write_vk
-    from cuzk._verifier import verify_cli
+    from cuzk._cli import verify_cli
     cs, pk, asg, proof = setup8
     vk, pb, pub = tmp_path / "c.vk", tmp_path / "proof.bin", tmp_path / "public.json"
     write_vk(vk, pk.vk)
