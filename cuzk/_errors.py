@@ -1,7 +1,7 @@
 """Typed, picklable exceptions shared by every layer of cuzk."""
 
 __all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
-           "ProofVerificationError"]
+           "ProofVerificationError", "BudgetError"]
 
 
 class CuzkError(Exception):
@@ -71,3 +71,8 @@ class BackendUnavailable(CuzkError, RuntimeError):
 class ProofVerificationError(CuzkError):
     """A freshly computed proof failed self-verification (``prove(..., verify=True)``):
     the prover or the hardware produced a wrong result; nothing was returned."""
+
+
+class BudgetError(CuzkError, MemoryError):
+    """A reservation does not fit a device's byte budget (``cuzk._budget``): it exceeds the
+    whole budget, or did not fit in time.  Nothing was allocated for it."""
