@@ -504,8 +504,8 @@ def _g2_json(pt, what):
 
 
 def _write_json(path, obj):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(obj, indent=1))
+    from ._io import atomic_write
+    atomic_write(path, json.dumps(obj, indent=1))
 
 
 def write_proof_json(path, A, B, C) -> None:
