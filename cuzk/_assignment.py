@@ -34,11 +34,15 @@ key                contents
 from __future__ import annotations
 
 import dataclasses
+import io
+import math
 import os
+import struct
+import zipfile
 
 import numpy as np
 
-from ._errors import FormatError
+from ._errors import FormatError, UnsatisfiedAssignmentError
 
 __all__ = ["Density", "Assignment", "R_MOD", "fr_to_mont", "fr_from_mont",
            "fr_ints_to_mont", "fr_mont_to_ints"]
@@ -90,6 +94,134 @@ def _first_unreduced(arr: np.ndarray) -> int:
     """First row ≥ r (not a reduced representative), or -1."""
     from ._native import _r1cs
     return _r1cs.fr_first_unreduced(np.ascontiguousarray(arr, dtype=np.uint64))
+
+
+# ----------------------------------------------------------------------------- npz members
+# np.load trusts an npy header before it reads any data: a plain .npy passed as .npz comes
+# back as an ndarray, a member that is not npy data as bytes, a header's shape may ask for
+# hundreds of GiB, and an oversized header raises NumPy's multi-line advice.  The members are
+# therefore read here: the header is parsed by NumPy's own reader, every size is checked
+# against the archive before anything is allocated.
+
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_MAX_HEADER = 10000          # bytes; NumPy's default max_header_size
+_DEFLATE_MAX_RATIO = 1032        # deflate never expands more than ~1032:1
+_READ_CHUNK = 1 << 26            # bytes per readinto from a member
+
+
+def _member_data_offset(raw, info):
+    """File offset of a member's data (after its local header), or the local header's."""
+    try:
+        raw.seek(info.header_offset)
+        hdr = raw.read(30)
+        if len(hdr) == 30 and hdr[:4] == b"PK\x03\x04":
+            n_name, n_extra = struct.unpack_from("<HH", hdr, 26)
+            return info.header_offset + 30 + n_name + n_extra
+    except (OSError, ValueError):
+        pass
+    return info.header_offset
+
+
+def _read_npy_member(zf, raw, archive_size, path, key, name):
+    """Member ``name`` of the open archive as an ndarray, or FormatError naming ``key``.
+
+    The header must be npy 1.0/2.0 (at most _NPY_MAX_HEADER bytes), the dtype a plain
+    numeric or unicode one (no objects, no records), and shape × itemsize must equal the
+    member's data size, which must be possible for the archive's size (stored: at most the
+    file; deflated: at most _DEFLATE_MAX_RATIO × its compressed size).
+    """
+    info = zf.getinfo(name)
+    off = _member_data_offset(raw, info)
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise FormatError(path, info.header_offset,
+                          f"member {key!r} stored or deflated (as NumPy writes), found "
+                          f"compression method {info.compress_type}")
+    limit = (info.compress_size if info.compress_type == zipfile.ZIP_STORED
+             else _DEFLATE_MAX_RATIO * info.compress_size + 4096)
+    if info.compress_size > archive_size or info.file_size > limit:
+        raise FormatError(path, info.header_offset,
+                          f"member {key!r} of at most {min(limit, archive_size)} bytes for a "
+                          f"{archive_size}-byte archive, its zip entry claims {info.file_size}")
+    with zf.open(info) as f:
+        head = f.read(10)
+        if len(head) < 10 or head[:6] != _NPY_MAGIC:
+            raise FormatError(path, off, f"member {key!r} as npy data (magic \\x93NUMPY), "
+                                         f"found {head[:6]!r}")
+        version = (head[6], head[7])
+        if version == (1, 0):
+            n_len, hlen = 2, struct.unpack_from("<H", head, 8)[0]
+        elif version == (2, 0):
+            more = f.read(2)
+            if len(more) < 2:
+                raise FormatError(path, off + 10, f"member {key!r}: an npy 2.0 header length")
+            head += more
+            n_len, hlen = 4, struct.unpack_from("<I", head, 8)[0]
+        else:
+            raise FormatError(path, off + 6, f"member {key!r}: npy format version 1.0 or 2.0, "
+                                             f"found {version[0]}.{version[1]}")
+        if hlen > _NPY_MAX_HEADER:
+            raise FormatError(path, off + 8, f"member {key!r}: an npy header of at most "
+                                             f"{_NPY_MAX_HEADER} bytes, found {hlen}")
+        header = f.read(hlen)
+        if len(header) < hlen:
+            raise FormatError(path, off + 8 + n_len, f"member {key!r}: an npy header of {hlen} "
+                                                     f"bytes, found {len(header)}")
+        reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                  else np.lib.format.read_array_header_2_0)
+        try:
+            shape, fortran, dtype = reader(io.BytesIO(head[8:] + header),
+                                           max_header_size=_NPY_MAX_HEADER)
+        except (ValueError, TypeError, SyntaxError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise FormatError(path, off + 8 + n_len,
+                              f"member {key!r}: a valid npy header ({first})") from None
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None \
+                or dtype.kind not in "biufU":
+            raise FormatError(path, off + 8 + n_len,
+                              f"member {key!r}: a plain numeric npy dtype, found {dtype}")
+        data_off = 8 + n_len + hlen
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes != info.file_size - data_off:
+            # a header may hold dimensions of thousands of digits: never format those
+            big = any(d.bit_length() > 64 for d in shape) or nbytes.bit_length() > 64
+            what = ("a shape of more than 2^64 bytes" if big else
+                    f"shape {shape} of {dtype} ({nbytes} bytes)")
+            raise FormatError(path, off + 8 + n_len,
+                              f"member {key!r}: a shape that matches its "
+                              f"{max(0, info.file_size - data_off)} bytes of data, found {what}")
+        buf = np.empty(nbytes, dtype=np.uint8)
+        view, got = memoryview(buf), 0
+        while got < nbytes:
+            k = f.readinto(view[got:got + _READ_CHUNK])
+            if not k:
+                raise FormatError(path, off + data_off + got,
+                                  f"member {key!r}: {nbytes} bytes of data, found {got}")
+            got += k
+    arr = buf.view(dtype)
+    if fortran:
+        return arr.reshape(shape[::-1]).T
+    return arr.reshape(shape)
+
+
+def _npz_open(path):
+    """(ZipFile, raw file, size) for ``path``, or FormatError for a file that is no zip."""
+    raw = open(path, "rb")
+    try:
+        size = os.fstat(raw.fileno()).st_size
+        magic = raw.read(6)
+        raw.seek(0)
+        if magic == _NPY_MAGIC:
+            raise FormatError(path, 0, "an npz archive (a zip of .npy arrays), found a plain "
+                                       ".npy file")
+        try:
+            zf = zipfile.ZipFile(raw)
+        except Exception as e:  # noqa: BLE001  (zipfile raises many types on corrupt input)
+            raise FormatError(path, None, f"an npz archive (zip), not readable as one "
+                                          f"({type(e).__name__}: {str(e)[:100]})") from None
+        return zf, raw, size
+    except BaseException:
+        raw.close()
+        raise
 
 
 # ----------------------------------------------------------------------------- Density
@@ -216,7 +348,44 @@ class Assignment:
         """The public inputs as Python ints, without the leading 1."""
         return fr_mont_to_ints(self.inputs[1:])
 
+    def __repr__(self):
+        return (f"Assignment(constraints={self.n_constraints}, domain={self.domain_size}, "
+                f"inputs={self.n_inputs}, aux={self.n_aux}, "
+                f"a_aux={self.a_aux_density.popcount()}/{self.a_aux_density.n_bits}, "
+                f"b_input={self.b_input_density.popcount()}/{self.b_input_density.n_bits}, "
+                f"b_aux={self.b_aux_density.popcount()}/{self.b_aux_density.n_bits})")
+
+    @classmethod
+    def coerce(cls, obj) -> "Assignment":
+        """``obj`` as an Assignment: an Assignment as is, a str or PathLike loaded with
+        :meth:`load_npz`.  Raises TypeError naming the type of anything else (and the errors
+        of :meth:`load_npz` for a path)."""
+        if isinstance(obj, cls):
+            return obj
+        if isinstance(obj, (str, os.PathLike)):
+            return cls.load_npz(obj)
+        raise TypeError(f"an assignment must be a cuzk.Assignment or the path of an .npz "
+                        f"file, got {type(obj).__module__}.{type(obj).__qualname__}")
+
     # ---- checks
+    def check_satisfied(self, threads=None) -> None:
+        """Check ``a[i]·b[i] = c[i]`` (Fr) for every row: the evaluations of a satisfying
+        witness pass, one Montgomery product per row (native, GIL released, ``threads``
+        threads, None = all cores).
+
+        It cannot see a wrong aux or input value whose rows still multiply out (a, b, c are
+        not recomputed from the witness): verification of the proof catches those.
+
+        Raises
+        ------
+        UnsatisfiedAssignmentError
+            naming the first row that breaks (``.row``).
+        """
+        from ._native import _r1cs
+        row = _r1cs.first_unsatisfied(self.a, self.b, self.c, threads=threads)
+        if row >= 0:
+            raise UnsatisfiedAssignmentError(row)
+
     def check_reduced(self) -> None:
         """ValueError naming the first array and row holding a value ≥ r."""
         for name in ("a", "b", "c", "inputs", "aux"):
@@ -225,12 +394,28 @@ class Assignment:
                 raise ValueError(f"{name}[{i}] is not a reduced Fr element (≥ r)")
 
     def validate(self, pk) -> None:
-        """Check the sizes against a :class:`cuzk._params.ProvingKey`.
+        """Check the sizes against a :class:`cuzk._params.ProvingKey`, and the input rows.
 
-        L = n_aux, A = n_in + popcount(a_aux), B_G1 = B_G2 = popcount(b_input) +
-        popcount(b_aux), H = domain − 1, IC = n_in.  Raises ValueError naming the first count
-        that is off.
+        a, b, c: equal lengths, uint64 (m, 4), m ≥ n_in; L = n_aux, A = n_in +
+        popcount(a_aux), B_G1 = B_G2 = popcount(b_input) + popcount(b_aux), H = domain − 1
+        (domain = next_pow2(m)), IC = n_in.  The last n_in rows must be bellperson's input
+        rows (a = inputs, b = c = 0): rows dropped from or added to the end of a, b, c shift
+        them (the key holds no row count, only the domain, so this is how a shortened
+        assignment shows).  Raises ValueError naming the first count or row that is off.
         """
+        for name in ("a", "b", "c"):
+            v = getattr(self, name)
+            if not isinstance(v, np.ndarray) or v.dtype != np.uint64 or v.ndim != 2 \
+                    or v.shape[1] != 4 or not v.flags.c_contiguous:
+                raise ValueError(f"{name} must be a C-contiguous uint64 (n, 4) array")
+        m = self.a.shape[0]
+        if self.b.shape[0] != m or self.c.shape[0] != m:
+            raise ValueError(f"a, b, c must have equal lengths, got {m}, {self.b.shape[0]}, "
+                             f"{self.c.shape[0]}")
+        k = self.n_inputs
+        if m < k:
+            raise ValueError(f"a, b, c have {m} rows, fewer than the {k} input rows that end "
+                             "them")
         checks = [
             ("IC (vk.ic)", pk.vk.ic.shape[0], self.n_inputs, "n_inputs"),
             ("L", pk.l.shape[0], self.n_aux, "n_aux"),
@@ -248,6 +433,15 @@ class Assignment:
             if have != want:
                 raise ValueError(f"parameters have {have} {what} points, the assignment needs "
                                  f"{want} ({formula})")
+        rows = slice(m - k, m)
+        for name, want in (("a", self.inputs), ("b", 0), ("c", 0)):
+            bad = np.flatnonzero((getattr(self, name)[rows] != want).any(axis=1))
+            if bad.size:
+                j = int(bad[0])
+                expect = f"inputs[{j}]" if name == "a" else "0"
+                raise ValueError(f"{name}[{m - k + j}] != {expect}: the last {k} rows of a, b, c "
+                                 f"must be the input rows (a = inputs, b = c = 0); rows "
+                                 f"missing or added at the end?")
 
     # ---- npz
     def save_npz(self, path, form: str = "montgomery") -> None:
@@ -288,27 +482,46 @@ class Assignment:
             raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
-        # NumPy's npz/npy readers raise many exception types on corrupt input (BadZipFile,
-        # ValueError, SyntaxError from the header's literal_eval, EOFError, ...): at this
-        # file-format boundary every one of them means "not a valid assignment file".
+        required = ["a", "b", "c", "inputs", "aux", "a_aux", "b_input", "b_aux"]
+        zf, raw, archive_size = _npz_open(path)
         try:
-            npz = np.load(path, allow_pickle=False)
-        except Exception as e:  # noqa: BLE001
-            raise FormatError(path, None, f"an npz archive ({type(e).__name__}: {e})") from None
-        with npz:
-            keys = set(npz.files)
-            required = ["a", "b", "c", "inputs", "aux", "a_aux", "b_input", "b_aux"]
-            missing = [k for k in ["form"] + required if k not in keys]
+            names = {}
+            for n in zf.namelist():
+                names.setdefault(n[:-4] if n.endswith(".npy") else n, n)
+            missing = [k for k in ["form"] + required if k not in names]
             if missing:
                 raise FormatError(path, None, f"npz keys {missing}")
+
+            def member(k):
+                return _read_npy_member(zf, raw, archive_size, path, k, names[k])
+
+            # A corrupt archive can raise many types from zipfile/zlib mid-read (BadZipFile,
+            # zlib.error, EOFError, ...): at this boundary each one means "not a valid file".
             try:
-                file_form = str(npz["form"][()])
-                arrays = {k: npz[k] for k in required}
-                bits = {k: int(npz[k + "_bits"][()]) if k + "_bits" in keys else None
-                        for k in ("a_aux", "b_input", "b_aux")}
+                f = member("form")
+                if f.dtype.kind != "U" or f.shape != ():
+                    raise FormatError(path, None, f"'form' as a 0-d unicode array, got "
+                                                  f"{f.dtype} {f.shape}")
+                file_form = str(f[()])
+                arrays = {k: member(k) for k in required}
+                bits = {}
+                for k in ("a_aux", "b_input", "b_aux"):
+                    if k + "_bits" not in names:
+                        bits[k] = None
+                        continue
+                    v = member(k + "_bits")
+                    if v.dtype.kind not in "iu" or v.shape != ():
+                        raise FormatError(path, None, f"'{k}_bits' as a 0-d integer, got "
+                                                      f"{v.dtype} {v.shape}")
+                    bits[k] = int(v[()])
+            except FormatError:
+                raise
             except Exception as e:  # noqa: BLE001  (see above)
-                raise FormatError(path, None,
-                                  f"readable arrays ({type(e).__name__}: {e})") from None
+                raise FormatError(path, None, f"readable npz members ({type(e).__name__}: "
+                                              f"{str(e)[:100]})") from None
+        finally:
+            zf.close()
+            raw.close()
         if file_form not in _FORMS:
             raise FormatError(path, None, f"form 'montgomery' or 'canonical', got {file_form!r}")
         if form is not None and form != file_form:

@@ -1,7 +1,7 @@
 """Typed, picklable exceptions shared by every layer of cuzk."""
 
 __all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
-           "ProofVerificationError", "BudgetError"]
+           "ProofVerificationError", "BudgetError", "UnsatisfiedAssignmentError"]
 
 
 class CuzkError(Exception):
@@ -76,3 +76,15 @@ class ProofVerificationError(CuzkError):
 class BudgetError(CuzkError, MemoryError):
     """A reservation does not fit a device's byte budget (``cuzk._budget``): it exceeds the
     whole budget, or did not fit in time.  Nothing was allocated for it."""
+
+class UnsatisfiedAssignmentError(CuzkError, ValueError):
+    """An assignment's evaluations break a constraint: ``a[row]·b[row] != c[row]`` in Fr
+    (``Assignment.check_satisfied``).  ``row`` is the first such row; nothing was proved."""
+
+    def __init__(self, row):
+        self.row = int(row)
+        super().__init__(f"a[{self.row}]·b[{self.row}] != c[{self.row}] at row {self.row}: "
+                         "the assignment does not satisfy the circuit")
+
+    def __reduce__(self):
+        return (type(self), (self.row,))
