@@ -296,7 +296,8 @@ def read_params(path, checked: bool = False, threads=None) -> ProvingKey:
     Raises
     ------
     FormatError
-        Truncation, impossible counts, bad flags, non-canonical coordinates, off-curve or
+        Truncation, impossible counts (B_G2's differing from B_G1's), bad flags,
+        non-canonical coordinates, off-curve or
         (checked) non-subgroup points, points at infinity where bellperson forbids them,
         trailing bytes — with the byte offset of the first bad item.
     """
@@ -312,6 +313,10 @@ def read_params(path, checked: bool = False, threads=None) -> ProvingKey:
         out = {}
         for name, group, label in _SECTIONS:
             n = r.u32(f"{label} points")
+            if name == "b_g2" and n != out["b_g1"].shape[0]:
+                # one point per B-dense variable in both B queries
+                raise FormatError(path, r.off - 4, f"a B_G2 count equal to the B_G1 count "
+                                                   f"({out['b_g1'].shape[0]}), found {n}")
             start = r.off
             out[name] = r.points(n, group, label, subgroup=checked, allow_infinity=False)
             r.release(start, r.off)

@@ -165,16 +165,28 @@ def _trunc_offset(cut, offs):
 
 def test_bad_counts(tmp_path, pk, params_bytes):
     offs = section_offsets(pk)
-    for name in ("ic", "h", "b_g2"):
+    for name in ("ic", "h", "b_g1"):
         d = bytearray(params_bytes)
         d[offs[name]:offs[name] + 4] = struct.pack(">I", 0xFFFFFFFF)
         e = expect(tmp_path, d, offs[name] + 4, "4294967295")
         assert "remain" in e.expected
     # a count one too small leaves a point's bytes to be read as the next count/section
     d = bytearray(params_bytes)
-    d[offs["b_g2"]:offs["b_g2"] + 4] = struct.pack(">I", pk.b_g2.shape[0] - 1)
-    expect(tmp_path, d, offs["end"] - 192, "end of file")
+    d[offs["l"]:offs["l"] + 4] = struct.pack(">I", pk.l.shape[0] - 1)
+    expect(tmp_path, d, offs["a"] - 96 + 4, "remain")
     expect(tmp_path, params_bytes + b"\0", offs["end"], "end of file")
+
+
+@pytest.mark.parametrize("count", [0, 1, 2**31, 2**32 - 1, "one less", "one more"])
+def test_b_g2_count_differs_from_b_g1(tmp_path, pk, params_bytes, count):
+    # regression: ProvingKey's plain ValueError ("b_g1 has 1 points, b_g2 0") named no file
+    nb = pk.b_g1.shape[0]
+    count = {"one less": nb - 1, "one more": nb + 1}.get(count, count)
+    offs = section_offsets(pk)
+    d = bytearray(params_bytes)
+    d[offs["b_g2"]:offs["b_g2"] + 4] = struct.pack(">I", count)
+    e = expect(tmp_path, d, offs["b_g2"], f"equal to the B_G1 count ({nb}), found {count}")
+    assert "B_G2" in str(e)
 
 
 def test_bad_points(tmp_path, pk, params_bytes):
