@@ -8,18 +8,39 @@ import threading
 
 from . import _kernels
 
-__all__ = ["DeviceState", "state_for"]
+__all__ = ["DeviceState", "state_for", "device_pool", "POOL_RELEASE_THRESHOLD"]
+
+# cuzk's pools keep what they hold across synchronizations (no release at every sync); memory
+# goes back to the device only through ``MemPool.trim``, which the engine calls when idle.
+POOL_RELEASE_THRESHOLD = 2**64 - 1
+
+_pools = {}
+_pools_lock = threading.Lock()
+
+
+def device_pool(driver, device):
+    """cuzk's own stream-ordered memory pool of ``device`` (cuMemPoolCreate; never the device's
+    default pool, which other CUDA users of the process share), one per device and driver,
+    shared by every front end and stage."""
+    key = (id(driver), device.ordinal, device.context)
+    pool = _pools.get(key)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(key)
+            if pool is None:
+                pool = _pools[key] = driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True)
+    return pool
 
 
 class DeviceState:
-    """One program's loaded module on one device, its memoized functions, a stream-ordered
-    memory pool and streams private to each calling thread."""
+    """One program's loaded module on one device, its memoized functions, cuzk's memory pool of
+    the device (``device_pool``) and streams private to each calling thread."""
 
     def __init__(self, driver, device, program, extra_options=()):
         self.driver = driver
         self.device = device
         self.module = _kernels.get_module(device, program, tuple(extra_options))
-        self.pool = driver.MemPool(device)
+        self.pool = device_pool(driver, device)
         self._lock = threading.RLock()
         self._fns = {}
         self._local = threading.local()

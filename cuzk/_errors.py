@@ -69,13 +69,27 @@ class BackendUnavailable(CuzkError, RuntimeError):
 
 
 class ProofVerificationError(CuzkError):
-    """A freshly computed proof failed self-verification (``prove(..., verify=True)``):
-    the prover or the hardware produced a wrong result; nothing was returned."""
+    """A freshly computed proof failed self-verification (``prove(..., verify=True)``); nothing
+    was returned.
+
+    ``cause`` says whose fault it is: ``"assignment"`` (the inputs do not satisfy the circuit:
+    a∘b = c holds, so the aux/input values or the key are wrong) or ``"backend"`` (the backend
+    computed a wrong result: the same inputs verify on the CPU backend); ``None`` when unknown.
+    ``backend`` names the backend that produced the proof.
+    """
+
+    def __init__(self, message, cause=None, backend=None):
+        self.cause, self.backend = cause, backend
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0] if self.args else "", self.cause, self.backend))
 
 
 class BudgetError(CuzkError, MemoryError):
     """A reservation does not fit a device's byte budget (``cuzk._budget``): it exceeds the
     whole budget, or did not fit in time.  Nothing was allocated for it."""
+
 
 class UnsatisfiedAssignmentError(CuzkError, ValueError):
     """An assignment's evaluations break a constraint: ``a[row]·b[row] != c[row]`` in Fr

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import time
 
 import numpy as np
 
 from . import _snarkjs as sj
 from ._args import threads_arg
+from ._stages import check_randomizers
 
 __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "prove_zkey",
            "zkey_verifying_key"]
@@ -174,10 +174,7 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     t = {} if timings is None else timings
     t["backend"] = _resolve(backend)
     nt = threads_arg(threads)
-    r = secrets.randbelow(_R) if r is None else int(r)
-    s = secrets.randbelow(_R) if s is None else int(s)
-    if not (0 <= r < _R and 0 <= s < _R):
-        raise ValueError("r and s must lie in [0, r)")
+    r, s = check_randomizers(r, s)
     t0 = time.perf_counter()
     zkey, w = _load(zkey, witness)
 
@@ -200,16 +197,9 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     sum_c = lap("msm_c", _msm.msm, zkey.c, w[zkey.n_public + 1:], "g1", nt)
 
     def epilogue():
-        pa = f.point_add(f.point_add(zkey.alpha1, sum_a, "g1"), f.point_mul(zkey.delta1, r, "g1"),
-                         "g1")
-        pb = f.point_add(f.point_add(zkey.beta2, sum_b2, "g2"), f.point_mul(zkey.delta2, s, "g2"),
-                         "g2")
-        b1 = f.point_add(f.point_add(zkey.beta1, sum_b1, "g1"), f.point_mul(zkey.delta1, s, "g1"),
-                         "g1")
-        pc = f.point_add(sum_c, sum_h, "g1")
-        pc = f.point_add(pc, f.point_mul(pa, s, "g1"), "g1")
-        pc = f.point_add(pc, f.point_mul(b1, r, "g1"), "g1")
-        pc = f.point_add(pc, f.point_mul(zkey.delta1, (-r * s) % _R, "g1"), "g1")
+        from ._stages import Stages
+        parts = {"a": sum_a, "b_g1": sum_b1, "b_g2": sum_b2, "h": sum_h, "l": sum_c}
+        pa, pb, pc = Stages.epilogue_points(zkey_verifying_key(zkey), parts, r, s)
         return sj.g1_from_mont(pa), sj.g2_from_mont(pb), sj.g1_from_mont(pc)
 
     proof = lap("epilogue", epilogue)

@@ -1,0 +1,212 @@
+"""The stage interface every backend implements (DESIGN §3).
+
+One partition goes through four calls::
+
+    part = st.prepare(key, asg, ctx)   # host: validate, a∘b = c check, prep_msm, reserve the
+                                       # partition's bytes, enqueue uploads (CUDA)
+    done = st.run(part)                # the kernel region: H, H MSM, batch additions, tail MSMs
+                                       # (b_g2 when on the GPU); returns an object with
+                                       # .synchronize() / .query()
+    done.synchronize()
+    proof = st.finish(part)            # host: b_g2 when on the CPU, epilogue, verify, release
+
+and ``st.abort(part)`` after any failure releases whatever the partition still holds.  The
+engine locks exactly the calls its lock mode names; ``cuzk.prove`` runs the four lines with
+no lock.  A key (``st.load_key(pk)``) is shared read-only by every worker of a device; a
+context (``st.context()``) belongs to one worker thread.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+
+from .._errors import ProofVerificationError
+from .._native._field import FR_MODULUS as R_MODULUS
+
+__all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
+           "random_scalar", "check_randomizers"]
+
+# Stage names, in the order a partition's timings list them.
+STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
+               "epilogue", "verify")
+
+
+def random_scalar() -> int:
+    """A uniform element of [0, r) from the OS CSPRNG (a Groth16 randomizer)."""
+    return secrets.randbelow(R_MODULUS)
+
+
+def check_randomizers(r, s):
+    """(r, s) as ints in [0, r); None draws a fresh one.  ValueError outside the range."""
+    r = random_scalar() if r is None else int(r)
+    s = random_scalar() if s is None else int(s)
+    if not (0 <= r < R_MODULUS and 0 <= s < R_MODULUS):
+        raise ValueError("r and s must lie in [0, r)")
+    return r, s
+
+
+class Completed:
+    """The ``run`` result of a synchronous backend: already complete."""
+
+    __slots__ = ()
+
+    def synchronize(self):
+        return None
+
+    def query(self):
+        return True
+
+
+class HostKey:
+    """A proving key used where it is (host memory): the CPU backend's resident form."""
+
+    where = "host"
+
+    def __init__(self, pk, reservation=None):
+        self.pk = pk
+        self._res = reservation
+        self.nbytes = reservation.nbytes if reservation is not None else 0
+
+    def release(self):
+        if self._res is not None:
+            self._res.release()
+
+    def __repr__(self):
+        return f"HostKey(domain={self.pk.domain_size}, {self.nbytes} bytes reserved)"
+
+
+class StageContext:
+    """What one worker owns: its budget (shared by the workers of a device), its CPU thread count,
+    and (CUDA) its streams and staging memory.  Made by ``Stages.context``."""
+
+    def __init__(self, stages, budget=None, threads=None, name="w0"):
+        self.stages = stages
+        self.budget = budget
+        self.threads = 0 if threads is None else int(threads)
+        self.name = name
+
+    def close(self):
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Partition:
+    """The state of one partition between ``prepare`` and ``finish``."""
+
+    def __init__(self, key, asg, ctx, r, s):
+        self.key, self.asg, self.ctx, self.r, self.s = key, asg, ctx, r, s
+        self.index = 0
+        self.timings = {}
+        self.parts = {}          # name -> PendingPoint / ReadyPoint
+        self.prep = None
+        self.reservations = []
+        self.bytes_uploaded = 0
+        self.done = None         # the object run() returned
+        self._closed = False
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(r.nbytes for r in self.reservations if r.held)
+
+    def lap(self, name, fn, *args):
+        """fn(*args), its wall time added to timings[name]."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+    def release(self):
+        """Give back every reservation (idempotent)."""
+        for r in self.reservations:
+            r.release()
+
+
+class Stages:
+    """Base of the backends' stage objects (see the module docstring for the protocol)."""
+
+    name = "?"
+    stage_names = STAGE_NAMES
+
+    def __init__(self, threads=None):
+        self.threads = 0 if threads is None else int(threads)
+
+    @property
+    def device_label(self) -> str:
+        return self.name
+
+    # ---- objects ------------------------------------------------------------------------
+    def context(self, budget=None, threads=None, name="w0") -> StageContext:
+        return StageContext(self, budget, self.threads if threads is None else threads, name)
+
+    def load_key(self, pk, budget=None, progress=None):
+        raise NotImplementedError
+
+    # ---- the four calls -----------------------------------------------------------------
+    def prepare(self, key, asg, ctx, r=None, s=None, check=True) -> Partition:
+        raise NotImplementedError
+
+    def run(self, part):
+        raise NotImplementedError
+
+    def finish(self, part, verify=True) -> bytes:
+        raise NotImplementedError
+
+    def abort(self, part) -> None:
+        """Release everything ``part`` holds after a failure (idempotent)."""
+        part.release()
+
+    # ---- shared host steps --------------------------------------------------------------
+    def _validate(self, part, check):
+        """Shapes against the key, then (check=True) the row check a_i·b_i = c_i."""
+        asg, pk = part.asg, part.key.pk
+        asg.validate(pk)
+        if check:
+            asg.check_satisfied(threads=part.ctx.threads)
+
+    @staticmethod
+    def epilogue_points(vk, parts, r, s):
+        """The proof's points (affine Montgomery A (12,), B (24,), C (12,)) from the stage results
+        ``parts`` (h, l, a, b_g1, b_g2: affine Montgomery) and (r, s):
+        A = α₁ + ΣA + r·δ₁;  B = β₂ + ΣB₂ + s·δ₂;  B₁ = β₁ + ΣB₁ + s·δ₁;
+        C = H + L + s·A + r·B₁ − r·s·δ₁.  ``vk`` supplies α₁, β₁, β₂, δ₁, δ₂ (a VerifyingKey;
+        the snarkjs prover passes its zkey's)."""
+        from .._native import _field as f
+        add, mul = f.point_add, f.point_mul
+        g_a = add(add(vk.alpha_g1, parts["a"], "g1"), mul(vk.delta_g1, r, "g1"), "g1")
+        g_b = add(add(vk.beta_g2, parts["b_g2"], "g2"), mul(vk.delta_g2, s, "g2"), "g2")
+        b1 = add(add(vk.beta_g1, parts["b_g1"], "g1"), mul(vk.delta_g1, s, "g1"), "g1")
+        g_c = add(parts["h"], parts["l"], "g1")
+        g_c = add(g_c, mul(g_a, s, "g1"), "g1")
+        g_c = add(g_c, mul(b1, r, "g1"), "g1")
+        g_c = add(g_c, mul(vk.delta_g1, (R_MODULUS - r * s % R_MODULUS) % R_MODULUS, "g1"), "g1")
+        return g_a, g_b, g_c
+
+    @classmethod
+    def epilogue(cls, vk, parts, r, s) -> bytes:
+        """``epilogue_points`` encoded as the 192-byte bellperson proof."""
+        from .._params import encode_proof
+        return encode_proof(*cls.epilogue_points(vk, parts, r, s))
+
+    def _epilogue_and_verify(self, part, points, verify):
+        pk = part.key.pk
+        proof = part.lap("epilogue", self.epilogue, pk.vk, points, part.r, part.s)
+        if verify:
+            from .._verifier import verify as _verify
+            from .._prover import public_inputs
+            ok = part.lap("verify", _verify, pk.vk, proof, public_inputs(part.asg))
+            if not ok:
+                raise self._diagnose(part)
+        return proof
+
+    def _diagnose(self, part):
+        """The error for a proof that failed self-verification, saying whose fault it is."""
+        return ProofVerificationError(
+            "the proof does not verify although a∘b = c holds row by row: the assignment does not "
+            "satisfy the circuit (check the aux and input values against the key); not returned",
+            cause="assignment", backend=self.name)

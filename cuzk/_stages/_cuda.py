@@ -1,0 +1,416 @@
+"""The CUDA backend's stages: a device-resident key, and a kernel region that only enqueues.
+
+Data flow of one partition (DESIGN §3):
+
+* ``load_key``: the five queries (H, L, A, B_G1, B_G2) go to device memory once, from cuzk's own
+  pool, through two pinned staging chunks on the upload stream (double-buffered); the twiddle
+  tables and constants of the key's domain are built at the same time (warm-up), so no table is
+  made inside a kernel region.  Every byte is reserved from the device's ``Budget`` first.
+* ``prepare`` (host, before the lock): validate, a∘b = c check, prep_msm on the CPU, reserve the
+  partition's device bytes (a, b, c, H, tails, bitmaps, MSM scratch), copy a, b, c, the tail
+  scalars/indices and the bitmaps into the worker's pinned staging and enqueue their uploads on
+  the worker's upload stream; an event marks their end.
+* ``run`` (the kernel region): the compute stream waits for that event, then H (six NTT passes
+  on the device, result left there), the H MSM reading H's Montgomery output as its scalars,
+  the batch additions and tail MSMs of L, A, B_G1 (and B_G2 when ``b_g2="gpu"``) over the
+  resident bases; every reduction ends as a few partial sums copied into the worker's pinned
+  result slab.  One event ends the region: the only host synchronization of the partition.
+* ``finish`` (host, after the lock): Horner/partial sums on the CPU, B_G2 on the CPU when
+  ``b_g2="cpu"``, the epilogue, verification, release.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+
+from .._cuda_pending import XYZZ_WORDS, ReadyPoint
+from .._errors import BudgetError
+from ._base import Partition, StageContext, check_randomizers
+from ._cpu import CpuStages, pow2_at_least
+
+__all__ = ["CudaStages", "ResidentKey", "CudaContext", "device_budget", "QUERIES"]
+
+log = logging.getLogger("cuzk.stages")
+
+# query name -> (ProvingKey attribute, group)
+QUERIES = {"h": ("h", "g1"), "l": ("l", "g1"), "a": ("a", "g1"), "b_g1": ("b_g1", "g1"),
+           "b_g2": ("b_g2", "g2")}
+_POINT_BYTES = {"g1": 96, "g2": 192}
+_FR = 32
+_STAGE_CHUNK = 64 << 20          # pinned staging chunk for key uploads
+# Device bytes left outside the default budget (driver, modules, other users of the device).
+_BUDGET_MARGIN = 2 << 30
+
+
+def _driver():
+    from .._native import _driver as d
+    return d
+
+
+_budgets = {}
+_budgets_lock = threading.Lock()
+
+
+def device_budget(device, total=None):
+    """The process-wide ``Budget`` of a CUDA device (made on first use: ``total`` bytes, default
+    the device's memory less a 2 GiB margin)."""
+    from .._budget import Budget
+    key = (device.ordinal, device.context)
+    b = _budgets.get(key)
+    if b is None:
+        with _budgets_lock:
+            b = _budgets.get(key)
+            if b is None:
+                if total is None:
+                    total = max(0, int(device.total_mem) - _BUDGET_MARGIN)
+                b = _budgets[key] = Budget(total, f"cuda:{device.ordinal}")
+    return b
+
+
+class _Pinned:
+    """A growable pinned host buffer owned by one worker (grown only outside kernel regions)."""
+
+    def __init__(self, device):
+        self.device, self.buf = device, None
+
+    def get(self, nbytes):
+        if self.buf is None or self.buf.nbytes < nbytes:
+            if self.buf is not None:
+                self.buf.close()
+            self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
+        return self.buf
+
+    def close(self):
+        if self.buf is not None:
+            self.buf.close()
+            self.buf = None
+
+
+class CudaContext(StageContext):
+    """A worker's CUDA objects: compute and upload streams, pinned staging and result memory."""
+
+    def __init__(self, stages, budget=None, threads=None, name="w0"):
+        super().__init__(stages, budget, threads, name)
+        d = _driver()
+        dev = stages.device
+        self.device = dev
+        self.compute = d.Stream(dev)
+        self.upload = d.Stream(dev)
+        self.staging = _Pinned(dev)
+        self.results = _Pinned(dev)
+
+    def event(self, stream):
+        ev = _driver().Event(self.device, timing=False)
+        ev.record(stream)
+        return ev
+
+    def close(self):
+        for s in (self.compute, self.upload):
+            s.synchronize()
+        self.staging.close()
+        self.results.close()
+        self.compute.close()
+        self.upload.close()
+
+
+class ResidentKey:
+    """A proving key whose five queries live in device memory (cuzk's pool of the device).
+
+    ``where`` is ``"device"``; ``nbytes`` the device bytes reserved (points + warm-up tables);
+    ``ptr(q)`` the device address of query ``q`` (one of ``QUERIES``).  Shared read-only by
+    every worker of the device; ``release()`` frees it (idempotent).
+    """
+
+    where = "device"
+
+    def __init__(self, pk, device, pool, budget, progress=None):
+        self.pk, self.device, self.pool = pk, device, pool
+        self._bufs = {}
+        self._res = None
+        lg = pk.domain_size.bit_length() - 1
+        sizes = {q: int(getattr(pk, attr).nbytes) for q, (attr, _) in QUERIES.items()}
+        tables = 3 * pk.domain_size * _FR + 4096
+        self.nbytes = sum(sizes.values()) + tables
+        if budget is not None:
+            self._res = budget.reserve(self.nbytes, "resident key", block=False)
+        d = _driver()
+        up = d.Stream(device)
+        try:
+            pins = [d.PinnedBuffer(_STAGE_CHUNK, device) for _ in range(2)]
+            evs = [None, None]
+            total, done = sum(sizes.values()), 0
+            k = 0
+            for q, (attr, _) in QUERIES.items():
+                host = np.ascontiguousarray(getattr(pk, attr)).view(np.uint8).reshape(-1)
+                if host.size == 0:
+                    continue
+                buf = self._bufs[q] = pool.alloc(host.size, up)
+                for off in range(0, host.size, _STAGE_CHUNK):
+                    m = min(_STAGE_CHUNK, host.size - off)
+                    if evs[k] is not None:
+                        evs[k].synchronize()              # chunk k is free again
+                    pins[k].asarray(np.uint8)[:m] = host[off: off + m]
+                    d.copy_htod(buf.ptr + off, pins[k].ptr, m, up)
+                    evs[k] = d.Event(device, timing=False)
+                    evs[k].record(up)
+                    k ^= 1
+                    done += m
+                    if progress is not None:
+                        progress(done, total)
+            _warm_tables(device, lg, up)
+            up.synchronize()
+            for p in pins:
+                p.close()
+        except BaseException:
+            up.synchronize()
+            self.release()
+            raise
+        finally:
+            up.close()
+
+    def ptr(self, q):
+        b = self._bufs.get(q)
+        return b.ptr if b is not None else 0
+
+    def release(self):
+        bufs, self._bufs = self._bufs, {}
+        for b in bufs.values():
+            b.free()
+        if self._res is not None:
+            self._res.release()
+
+    def __repr__(self):
+        return f"ResidentKey(domain={self.pk.domain_size}, {self.nbytes} device bytes)"
+
+
+def _warm_tables(device, lg, stream):
+    """Twiddle tables and constants of the H stage at 2^lg, built now (not in a kernel region)."""
+    from .. import _cuda_ntt
+    st = _cuda_ntt._state(device)
+    for kind in ("inv", "wfwd", "winv"):
+        st.table(lg, kind, stream)
+    st.consts(lg, stream)
+
+
+class _Done:
+    """The end of a kernel region: an event on the worker's compute stream."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event):
+        self.event = event
+
+    def synchronize(self):
+        self.event.synchronize()
+
+    def query(self):
+        return self.event.query()
+
+
+class CudaStages(CpuStages):
+    """The CUDA backend (see the module docstring).
+
+    Parameters
+    ----------
+    threads : int or None
+        CPU threads of the host stages (prep_msm, epilogue, B_G2 on the CPU).
+    device : int or None
+        CUDA device ordinal (None: 0).
+    b_g2 : {"auto", "gpu", "cpu"}
+        Where the B_G2 query (batch addition + tail MSM over G2) runs.  "auto" picks the GPU on
+        hosts with fewer than 64 CPU cores (an H200 host has 16: the GPU is faster there) and says
+        so once in the log.
+    """
+
+    name = "cuda"
+
+    def __init__(self, threads=None, device=None, b_g2="auto"):
+        super().__init__(threads)
+        d = _driver()
+        self.device = d.Device.get(device or 0)
+        if b_g2 not in ("auto", "gpu", "cpu"):
+            raise ValueError(f"b_g2 must be 'auto', 'gpu' or 'cpu', got {b_g2!r}")
+        if b_g2 == "auto":
+            cores = os.cpu_count() or 1
+            b_g2 = "gpu" if cores < 64 else "cpu"
+            log.info("b_g2 'auto' -> %s (%d CPU cores)", b_g2, cores)
+        self.b_g2 = b_g2
+        from .._cuda_state import device_pool
+        self.pool = device_pool(d, self.device)
+
+    @property
+    def device_label(self):
+        return f"cuda:{self.device.ordinal} ({self.device.name})"
+
+    # ---- objects ------------------------------------------------------------------------
+    def context(self, budget=None, threads=None, name="w0"):
+        budget = budget if budget is not None else device_budget(self.device)
+        return CudaContext(self, budget, self.threads if threads is None else threads, name)
+
+    def load_key(self, pk, budget=None, progress=None):
+        """Upload ``pk`` to the device (see ``ResidentKey``); BudgetError when it does not fit."""
+        budget = budget if budget is not None else device_budget(self.device)
+        return ResidentKey(pk, self.device, self.pool, budget, progress)
+
+    # ---- plans --------------------------------------------------------------------------
+    def _plans(self, key, prep, n):
+        """(name, kind, plan, n_items) of every GPU reduction of a partition."""
+        from .. import _cuda_batch, _cuda_msm
+        pk, dev = key.pk, self.device
+        groups = [("l", "l", "g1"), ("a", "a", "g1"), ("b_g1", "b", "g1")]
+        if self.b_g2 == "gpu":
+            groups.append(("b_g2", "b", "g2"))
+        out = [("h", "msm", _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=pk.h.shape[0]), n - 1)]
+        for name, q, group in groups:
+            npts = getattr(pk, QUERIES[name][0]).shape[0]
+            if npts and prep[q + "_n_ones"]:
+                out.append((name + ":ones", "batch",
+                            _cuda_batch.batch_add_plan(npts, group, dev), npts))
+            m = prep[q + "_tail_scalars"].shape[0]
+            if m:
+                out.append((name + ":tail", "msm",
+                            _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True), m))
+        return out
+
+    # ---- the four calls -----------------------------------------------------------------
+    def prepare(self, key, asg, ctx, r=None, s=None, check=True) -> Partition:
+        r, s = check_randomizers(r, s)
+        part = Partition(key, asg, ctx, r, s)
+        part.dev = {}
+        try:
+            part.lap("validate", self._validate, part, check)
+            part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
+            part.lap("upload", self._stage_in, part)
+        except BaseException:
+            self.abort(part)
+            raise
+        return part
+
+    def _stage_in(self, part):
+        """Reserve the partition's device bytes, fill the pinned staging, enqueue the uploads."""
+        d = _driver()
+        key, prep, ctx, asg = part.key, part.prep, part.ctx, part.asg
+        n = pow2_at_least(asg.a.shape[0])
+        part.n = n
+        plans = part.plans = self._plans(key, prep, n)
+        # host arrays to upload, in staging order
+        uploads = [("a", asg.a, n * _FR), ("b", asg.b, n * _FR), ("c", asg.c, n * _FR)]
+        for name, q, _ in (("l", "l", 0), ("a", "a", 0), ("b", "b", 0)):
+            uploads.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
+            sc = prep[q + "_tail_scalars"]
+            uploads.append((q + "_tail_scalars", sc, sc.nbytes))
+            uploads.append((q + "_tail_idx", prep[q + "_tail_idx"].astype(np.uint32),
+                            prep[q + "_tail_idx"].shape[0] * 4))
+        dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
+        dev_bytes += sum(p.scratch_bytes for _, _, p, _ in plans)
+        part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
+        # pinned memory: staging for the uploads, and the result rows of every reduction
+        stage = ctx.staging.get(sum(_align(nb) for _, _, nb in uploads))
+        rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p, _ in plans)
+        res = ctx.results.get(rows * 8).asarray(np.uint64)
+        part.result_views = []
+        at = 0
+        for name, _, p, _ in plans:
+            w = XYZZ_WORDS[_group_of(name)]
+            part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
+            at += p.host_rows * w
+        host = stage.asarray(np.uint8)
+        off = 0
+        up = ctx.upload
+        for name, arr, nb in uploads:
+            if nb == 0:
+                continue
+            src = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+            host[off: off + src.size] = src
+            if src.size < nb:
+                host[off + src.size: off + nb] = 0                  # a, b, c padded to n rows
+            buf = part.dev[name] = self.pool.alloc(nb, up)
+            d.copy_htod(buf, stage.ptr + off, nb, up)
+            off += _align(nb)
+        part.dev["h"] = self.pool.alloc(n * _FR, up)
+        part.bytes_uploaded = off
+        part.uploaded = ctx.event(up)
+
+    def run(self, part):
+        from .. import _cuda_batch, _cuda_msm, _cuda_ntt
+        ctx, key, dev = part.ctx, part.key, part.dev
+        s = ctx.compute
+        s.wait_event(part.uploaded)
+        _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
+                                  stream=s)
+        for (name, kind, plan, _), view in zip(part.plans, part.result_views):
+            q = name.split(":")[0]
+            if kind == "batch":
+                pq = "b" if q.startswith("b_") else q
+                part.parts[name] = _cuda_batch.enqueue_batch_add(
+                    plan, s, self.pool, key.ptr(q), dev[pq + "_ones"].ptr, view)
+            elif q == "h":
+                part.parts[name] = _cuda_msm.enqueue_msm(
+                    plan, s, self.pool, key.ptr("h"), dev["h"].ptr, view, scalar_form="montgomery")
+            else:
+                pq = "b" if q.startswith("b_") else q
+                part.parts[name] = _cuda_msm.enqueue_msm(
+                    plan, s, self.pool, key.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
+                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form="canonical")
+        self._free_device(part)
+        part.done = _Done(ctx.event(s))
+        return part.done
+
+    def _free_device(self, part):
+        """Give the partition's device buffers back to the pool, ordered after its kernels."""
+        bufs, part.dev = getattr(part, "dev", {}), {}
+        s = part.ctx.compute
+        for b in bufs.values():
+            b.free(s)
+
+    def finish(self, part, verify=True) -> bytes:
+        from .._native import _field
+        try:
+            pts = {}
+            for name, p in part.parts.items():
+                q, _, _ = name.partition(":")
+                v = p.value()
+                group = _group_of(name)
+                pts[q] = _field.point_add(pts[q], v, group) if q in pts else v
+            for q in ("l", "a", "b_g1") + (("b_g2",) if self.b_g2 == "gpu" else ()):
+                pts.setdefault(q, np.zeros(24 if q == "b_g2" else 12, np.uint64))
+            if self.b_g2 == "cpu":
+                pts["b_g2"] = part.lap("b_g2", self.query, part.key.pk.b_g2, part.prep, "b", "g2",
+                                       part.ctx.threads)
+            return self._epilogue_and_verify(part, pts, verify)
+        finally:
+            self.abort(part)
+
+    def abort(self, part):
+        if getattr(part, "dev", None):
+            try:
+                part.ctx.upload.synchronize()       # uploads may still read the staging memory
+            finally:
+                self._free_device(part)
+        part.release()
+
+    def _diagnose(self, part):
+        """A GPU proof that fails verification: prove the same partition (same r, s) on the CPU
+        and say whose fault it is."""
+        from .._errors import ProofVerificationError
+        from .._prover import prove
+        try:
+            cpu = prove(part.key.pk, part.asg, part.r, part.s, backend="cpu", verify=True,
+                        threads=part.ctx.threads)
+        except ProofVerificationError:
+            return super()._diagnose(part)
+        return ProofVerificationError(
+            f"the {self.device_label} backend computed a wrong result: the same inputs and "
+            f"randomizers verify on the CPU backend (CPU proof {cpu[:8].hex()}…); not returned",
+            cause="backend", backend=self.name)
+
+
+def _group_of(name):
+    return "g2" if name.startswith("b_g2") else "g1"
+
+
+def _align(nb, a=256):
+    return (nb + a - 1) // a * a
