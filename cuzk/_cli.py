@@ -1,16 +1,129 @@
-"""The ``cuzk`` command line (snarkjs-like).
+"""The ``cuzk`` command line (snarkjs-like); all of cuzk's CLI glue lives here.
 
-Exit codes: 0 success (and "valid" for verify), 1 "invalid proof", 2 bad input or usage
-(one line on stderr, no traceback; ``CUZK_DEBUG=1`` shows the traceback).
+Exit codes:
+
+==  ==========================================================================================
+0   success; for ``verify``: the proof is valid
+1   invalid proof: ``verify`` rejects it, or ``prove``'s self-verification failed (nothing
+    written; the message says whether the assignment or the backend is at fault)
+2   bad input or usage: a missing, malformed or mismatched file, an unusable output path
+    (one line on stderr naming the file, no traceback; nothing written)
+3   device or compiler error: CUDA driver (``CudaError``), NVRTC (``NvrtcError``), or a
+    requested backend that cannot run here (``BackendUnavailable``)
+130 interrupted (Ctrl-C)
+==  ==========================================================================================
+
+``CUZK_DEBUG=1`` re-raises the error with its traceback instead of the one-line message.
+Output paths are checked before any work starts; every output is written atomically
+(:func:`cuzk._io.atomic_write`), so a failed run leaves no file, complete or partial.
 """
+from __future__ import annotations
+
 import argparse
-import json
+import errno
 import os
 import sys
+import tempfile
 import time
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_OK", "EXIT_INVALID", "EXIT_INPUT", "EXIT_DEVICE"]
 
+EXIT_OK, EXIT_INVALID, EXIT_INPUT, EXIT_DEVICE = 0, 1, 2, 3
+
+_EPILOG = """\
+exit codes: 0 success / valid proof, 1 invalid proof (verify, or prove's self-check),
+2 bad input or usage, 3 device or compiler error (CUDA driver, NVRTC, backend unavailable),
+130 interrupted.
+
+environment:
+  CUZK_DEBUG=1             show the full traceback instead of the one-line error
+  CUZK_CACHE_DIR           kernel cache directory (see `cuzk info`)
+  CUZK_DEMO_CACHE          where `cuzk demo` / `cuzk bench` cache generated circuits
+  CUZK_PROGRESS_INTERVAL   seconds between progress lines when stderr is not a terminal
+"""
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown (but not the uninformative None / False of optional flags); epilog kept."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+# ----------------------------------------------------------------------------- paths
+
+def _need_file(path):
+    """An input file that must exist: ``FILE: no such file`` (exit 2) before any work."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file", path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such file", path)
+
+
+def _probe_writable_dir(d, path):
+    """Create and remove a temp file in ``d``: the only test that also holds for root and for
+    read-only mounts."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".cuzk-probe-", dir=d)
+    except OSError as e:
+        raise PermissionError(e.errno or errno.EACCES,
+                              f"cannot write in directory {d} ({e.strerror})", path) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _check_out_file(path):
+    """An output file: its directory exists and is writable, and it is not a directory."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file path", path)
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise FileNotFoundError(errno.ENOENT, f"no such directory {d}", path)
+    _probe_writable_dir(d, path)
+
+
+def _check_out_dir(path):
+    """An output directory (created when missing): not a file; it or its nearest existing
+    ancestor is writable."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", path)
+    d = os.path.abspath(path)
+    while not os.path.isdir(d):
+        parent = os.path.dirname(d)
+        if os.path.exists(d) or parent == d:
+            raise NotADirectoryError(errno.ENOTDIR, f"{d} is not a directory", path)
+        d = parent
+    _probe_writable_dir(d, path)
+
+
+# ----------------------------------------------------------------------------- reporting
+
+def _ran_on(t, requested):
+    """'backend: cpu (auto: <why no CUDA>)' / 'backend: cuda, device 0 (NVIDIA H200)'."""
+    name = t.get("backend")
+    if name is None:                      # an older prover: say what resolve_backend picks
+        from ._backend import resolve_backend
+        name = resolve_backend(requested)
+    s = f"backend: {name}"
+    dev = t.get("device")
+    if dev is not None and dev != "":
+        s += f", device {dev}" if isinstance(dev, int) else f" ({dev})"
+    if requested == "auto" and name == "cpu":
+        from ._backend import cuda_available
+        ok, reason = cuda_available()
+        if not ok:
+            s += f"; auto chose the CPU: {reason}"
+    return s
+
+
+def _progress(label, total):
+    from ._progress import Progress
+    return Progress(label, total)
+
+
+# ----------------------------------------------------------------------------- commands
 
 def _cmd_info(args):
     from . import __version__
@@ -32,7 +145,7 @@ def _cmd_info(args):
         print(f"nvrtc: unavailable ({type(e).__name__}: {e})")
     print(f"kernel cache: {cache_dir()}")
     print(f"cpu threads: {os.cpu_count()}")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_kernels(args):
@@ -42,20 +155,24 @@ def _cmd_kernels(args):
         load_program_modules()
         for name in sorted(KERNELS):
             print(name)
-        return 0
+        return EXIT_OK
     t0 = time.perf_counter()
     rows = compile_all(args.arch, target="ptx" if args.ptx else "cubin")
     for name, nbytes, secs, cached in rows:
         print(f"{name:24s} {nbytes:10d} bytes {secs:7.2f} s {'cached' if cached else 'compiled'}")
     print(f"{len(rows)} programs for {args.arch} in {time.perf_counter() - t0:.2f} s")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_keygen(args):
+    from ._circuit import porep_like_sizes
     from ._demo import keygen_to_dir
-    keygen_to_dir(args.out, args.circuit, args.log_n, args.seed, threads=args.threads)
+    porep_like_sizes(args.log_n)            # a bad size fails before --out is created
+    _check_out_dir(args.out)
+    keygen_to_dir(args.out, args.circuit, args.log_n, args.seed, threads=args.threads,
+                  progress=True)
     print(f"wrote {args.out}/circuit.params, circuit.vk, assignment.npz, public.json")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_prove(args):
@@ -65,20 +182,40 @@ def _cmd_prove(args):
     if not (args.params and args.assignment and args.out):
         raise ValueError("cuzk prove needs --params, --assignment and --out "
                          "(or --zkey, --wtns, --proof and --public)")
+    if args.proof or args.public:
+        raise ValueError("--proof/--public belong to the snarkjs form (--zkey/--wtns); "
+                         "the bellperson form writes --out")
+    for p in (args.params, *args.assignment):
+        _need_file(p)
+    _check_out_file(args.out)
     from ._assignment import Assignment
     from ._params import read_params
-    from ._prover import prove
-    pk = read_params(args.params, threads=args.threads)
-    asg = Assignment.load_npz(args.assignment)
+    from ._prover import prove_partitions
+
+    with _progress(f"load {os.path.basename(args.params)}", 1) as bar:
+        pk = read_params(args.params, threads=args.threads)
+        bar.update()
+    n = len(args.assignment)
     t = {}
-    proof = prove(pk, asg, backend=args.backend, threads=args.threads, verify=args.verify,
-                  timings=t)
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(proof)
-    os.replace(tmp, args.out)
-    print(f"proof: {args.out} ({len(proof)} bytes) in {t['total']:.3f} s")
-    return 0
+    t0 = time.perf_counter()
+    with _progress(f"prove {n} partition{'s' if n > 1 else ''}", n) as bar:
+        def partitions():                # one assignment in memory at a time, ticking per
+            for i, path in enumerate(args.assignment):      # partition as the prover pulls
+                if i:
+                    bar.update()
+                yield Assignment.load_npz(path)
+            bar.update()
+        proof = prove_partitions(pk, partitions(), backend=args.backend,
+                                 threads=args.threads, verify=args.verify, timings=t)
+        bar.update(n)
+    wall = time.perf_counter() - t0
+    from ._io import atomic_write
+    atomic_write(args.out, proof)
+    print(f"proof: {args.out} ({len(proof)} bytes, {n} partition{'s' if n > 1 else ''}) "
+          f"in {wall:.3f} s")
+    print(_ran_on(t, args.backend))
+    print("verified: OK" if args.verify else "not verified (--no-verify)")
+    return EXIT_OK
 
 
 def _prove_snarkjs(args):
@@ -90,28 +227,33 @@ def _prove_snarkjs(args):
                               ("--proof", args.proof), ("--public", args.public)) if not v]
     if missing:
         raise ValueError(f"cuzk prove (snarkjs form) needs {', '.join(missing)}")
-    zkey = sj.read_zkey(args.zkey)
-    w = sj.read_wtns(args.wtns)
+    if args.params or args.assignment or args.out:
+        raise ValueError("--params/--assignment/--out belong to the bellperson form; "
+                         "the snarkjs form writes --proof and --public")
+    _need_file(args.zkey)
+    _need_file(args.wtns)
+    _check_out_file(args.proof)
+    _check_out_file(args.public)
+    with _progress(f"load {os.path.basename(args.zkey)}", 1) as bar:
+        zkey = sj.read_zkey(args.zkey)
+        w = sj.read_wtns(args.wtns)
+        bar.update()
     t = {}
-    proof, public = prove_zkey(zkey, w, threads=args.threads, backend=args.backend, timings=t)
+    with _progress("prove", 1) as bar:
+        proof, public = prove_zkey(zkey, w, threads=args.threads, backend=args.backend,
+                                   timings=t)
+        bar.update()
     if args.verify and not _verify_zkey(zkey, proof, public):
-        raise ProofVerificationError("the computed proof does not verify against the zkey's "
-                                     "verification key; nothing written")
-    _write_atomic(args.proof, sj.write_proof_json, *proof)
-    _write_atomic(args.public, sj.write_public_json, public)
+        raise ProofVerificationError(
+            f"the {t.get('backend', args.backend)} backend's proof does not verify against the "
+            "zkey's verification key; nothing written")
+    sj.write_proof_json(args.proof, *proof)
+    sj.write_public_json(args.public, public)
     print(f"proof: {args.proof}, public: {args.public} ({len(public)} signals) "
-          f"in {t['total']:.3f} s on {t['backend']}")
-    return 0
-
-
-def _write_atomic(path, writer, *args):
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        writer(tmp, *args)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+          f"in {t['total']:.3f} s")
+    print(_ran_on(t, args.backend))
+    print("verified: OK" if args.verify else "not verified (--no-verify)")
+    return EXIT_OK
 
 
 def _is_json(path) -> bool:
@@ -136,31 +278,75 @@ def _snarkjs_vk(path):
                         ic=np.stack([sj.g1_to_mont(p) for p in d["IC"]]))
 
 
+def _read_proofs(path, n_expected):
+    """A bellperson proof file of ``n_expected`` concatenated 192-byte proofs → [(A, B, C)]."""
+    from ._errors import FormatError
+    from ._params import PROOF_BYTES, decode_proofs
+    size = os.path.getsize(path)
+    if size == 0 or size % PROOF_BYTES:
+        raise FormatError(path, size - size % PROOF_BYTES,
+                          f"{PROOF_BYTES} bytes per partition, got {size} bytes")
+    if size // PROOF_BYTES != n_expected:
+        raise FormatError(path, None,
+                          f"one proof per --public file ({n_expected} × {PROOF_BYTES} = "
+                          f"{n_expected * PROOF_BYTES} bytes), got {size} bytes = "
+                          f"{size // PROOF_BYTES} proofs")
+    with open(path, "rb") as f:
+        return decode_proofs(f.read(), path)
+
+
 def verify_cli(args) -> int:
-    """``cuzk verify --vk VK --proof PROOF --public public.json`` (0 valid, 1 invalid)."""
+    """``cuzk verify --vk VK --proof PROOF --public P1.json [P2.json ...]``.
+
+    Two forms, told apart by the key file: a snarkjs ``verification_key.json`` (then PROOF is
+    snarkjs ``proof.json`` and one public file is given) or a bellperson ``.vk`` (then PROOF is
+    ``proof.bin``: 192 bytes per partition, one ``public.json`` per partition in order).
+    Returns 0 when every proof is valid, 1 when one is not (and prints which).  Unreadable or
+    malformed files raise FormatError / ValueError / OSError naming the file.
+    """
     from . import _snarkjs as sj
     from ._errors import FormatError
-    from ._params import PROOF_BYTES, decode_proof, read_vk
-    from ._verifier import verify
-    public = sj.read_public_json(args.public)
+    from ._params import read_vk
+    from ._verifier import verify, verify_batch
+    pubs = [args.public] if isinstance(args.public, (str, os.PathLike)) else list(args.public)
+    for p in (args.vk, args.proof, *pubs):
+        _need_file(p)
     if _is_json(args.vk):
+        if len(pubs) != 1:
+            raise ValueError(f"a snarkjs proof takes one --public file, got {len(pubs)}")
         vk = _snarkjs_vk(args.vk)
         A, B, C = sj.read_proof_json(args.proof)
-        proof = (sj.g1_to_mont(A), sj.g2_to_mont(B), sj.g1_to_mont(C))
+        proofs = [(sj.g1_to_mont(A), sj.g2_to_mont(B), sj.g1_to_mont(C))]
     else:
         vk = read_vk(args.vk)
-        with open(args.proof, "rb") as f:
-            data = f.read(PROOF_BYTES + 1)
-        proof = decode_proof(data, path=args.proof)
-    if len(public) != vk.n_inputs - 1:
-        raise FormatError(args.public, None, f"{vk.n_inputs - 1} public inputs for this "
-                                             f"verifying key, found {len(public)}")
+        proofs = _read_proofs(args.proof, len(pubs))
+    publics = []
+    for p in pubs:
+        xs = sj.read_public_json(p)
+        if len(xs) != vk.n_inputs - 1:
+            raise FormatError(p, None, f"{vk.n_inputs - 1} public inputs for this "
+                                       f"verifying key, found {len(xs)}")
+        publics.append(xs)
     try:
-        ok = verify(vk, proof, public)
+        if len(proofs) == 1:
+            bad = [] if verify(vk, proofs[0], publics[0]) else [0]
+        elif verify_batch(vk, proofs, publics):
+            bad = []
+        else:                            # name the partitions that fail
+            bad = [i for i, (pr, xs) in enumerate(zip(proofs, publics)) if not verify(vk, pr, xs)]
+            bad = bad or list(range(len(proofs)))
     except ValueError as e:  # a proof point off the curve or outside the subgroup
         raise FormatError(args.proof, None, f"valid proof points ({e})") from None
-    print("OK: proof is valid" if ok else "INVALID: proof does not verify")
-    return 0 if ok else 1
+    n = len(proofs)
+    if not bad:
+        print("OK: proof is valid" if n == 1 else f"OK: all {n} partition proofs are valid")
+        return EXIT_OK
+    if n == 1:
+        print("INVALID: proof does not verify")
+    else:
+        print(f"INVALID: partition{'s' if len(bad) > 1 else ''} "
+              f"{', '.join(str(i) for i in bad)} of {n} (from 0) do not verify")
+    return EXIT_INVALID
 
 
 _cmd_verify = verify_cli
@@ -174,76 +360,151 @@ def _cmd_demo(args):
 
 def _cmd_bench(args):
     from ._demo import run_bench
+    if args.json:
+        _check_out_file(args.json)
     return run_bench(args)
 
 
+# ----------------------------------------------------------------------------- parser
+
+_BACKEND_HELP = "where to prove: cuda, cpu, or auto (cuda when a device is usable)"
+_THREADS_HELP = "CPU threads for the CPU stages (all cores when not given)"
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="cuzk", description="Groth16 over BLS12-381 on GPU and CPU")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    from . import __version__
+    p = argparse.ArgumentParser(prog="cuzk", description="Groth16 over BLS12-381 on GPU and CPU",
+                                epilog=_EPILOG, formatter_class=_Formatter)
+    p.add_argument("--version", action="version", version=f"cuzk {__version__}",
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("info", help="version, backends, devices, kernel cache")
-    s.set_defaults(fn=_cmd_info)
+    def cmd(name, help_, fn):
+        s = sub.add_parser(name, help=help_, description=help_, epilog=_EPILOG,
+                           formatter_class=_Formatter)
+        s.set_defaults(fn=fn)
+        return s
 
-    s = sub.add_parser("kernels", help="list or compile the CUDA kernels (no GPU needed)")
+    cmd("info", "version, backends, devices, kernel cache", _cmd_info)
+
+    s = cmd("kernels", "list or compile the CUDA kernels (no GPU needed)", _cmd_kernels)
     s.add_argument("--compile", action="store_true", help="compile every program through NVRTC")
-    s.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
+    s.add_argument("--arch", default="sm_90", help="target architecture")
     s.add_argument("--ptx", action="store_true", help="emit PTX instead of CUBIN")
-    s.set_defaults(fn=_cmd_kernels)
 
-    s = sub.add_parser("keygen", help="generate a test circuit's parameters and assignment")
-    s.add_argument("--circuit", default="porep-like", choices=["porep-like"])
-    s.add_argument("--log-n", type=int, required=True, help="log2 of the constraint count")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", required=True, help="output directory")
-    s.add_argument("--threads", type=int, default=None)
-    s.set_defaults(fn=_cmd_keygen)
+    s = cmd("keygen", "generate a test circuit's parameters, assignment and public inputs",
+            _cmd_keygen)
+    s.add_argument("--circuit", default="porep-like", choices=["porep-like"],
+                   help="circuit family (PoRep-shaped synthetic circuit)")
+    s.add_argument("--log-n", type=int, required=True,
+                   help="log2 of the FFT domain size (4..31); the constraints fill ~97%% of it")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the circuit, witness and toxic waste (deterministic)")
+    s.add_argument("--out", required=True,
+                   help="output directory (created when missing): circuit.params, circuit.vk, "
+                        "assignment.npz, public.json")
+    s.add_argument("--threads", type=int, default=None, help=_THREADS_HELP)
 
-    s = sub.add_parser("prove", help="prove (snarkjs zkey+wtns, or bellperson params+assignment)")
-    s.add_argument("--zkey"), s.add_argument("--wtns")
-    s.add_argument("--proof", help="proof.json to write (snarkjs path)")
-    s.add_argument("--public", help="public.json to write (snarkjs path)")
-    s.add_argument("--params"), s.add_argument("--assignment")
-    s.add_argument("--out", help="proof.bin to write (bellperson path, 192 bytes per partition)")
-    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    s.add_argument("--threads", type=int, default=None)
-    s.add_argument("--verify", action="store_true", help="self-verify before writing")
-    s.set_defaults(fn=_cmd_prove)
+    s = cmd("prove", "prove: bellperson --params + --assignment (one per partition) → --out, "
+                     "or snarkjs --zkey + --wtns → --proof + --public", _cmd_prove)
+    g = s.add_argument_group("bellperson form")
+    g.add_argument("--params", help="bellperson .params file (the proving key)")
+    g.add_argument("--assignment", nargs="+", metavar="NPZ",
+                   help="assignment .npz per partition, in partition order")
+    g.add_argument("--out", help="proof.bin to write (192 bytes per partition, concatenated)")
+    g = s.add_argument_group("snarkjs form")
+    g.add_argument("--zkey", help="snarkjs .zkey (Groth16, curve bls12381)")
+    g.add_argument("--wtns", help="snarkjs .wtns witness")
+    g.add_argument("--proof", help="proof.json to write")
+    g.add_argument("--public", help="public.json to write")
+    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help=_BACKEND_HELP)
+    s.add_argument("--threads", type=int, default=None, help=_THREADS_HELP)
+    s.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="verify each proof before writing it (milliseconds); --no-verify skips")
 
-    s = sub.add_parser("verify", help="verify a proof; exit 0 valid, 1 invalid")
-    s.add_argument("--vk", required=True, help="verification_key.json or a bellperson .vk")
-    s.add_argument("--proof", required=True, help="proof.json or proof.bin")
-    s.add_argument("--public", required=True, help="public.json (decimal strings)")
-    s.set_defaults(fn=_cmd_verify)
+    s = cmd("verify", "verify a proof; exit 0 valid, 1 invalid", _cmd_verify)
+    s.add_argument("--vk", required=True,
+                   help="snarkjs verification_key.json, or bellperson .vk")
+    s.add_argument("--proof", required=True,
+                   help="snarkjs proof.json, or bellperson proof.bin (192 bytes per partition)")
+    s.add_argument("--public", required=True, nargs="+", metavar="JSON",
+                   help="public.json (decimal strings, without the leading 1); for a "
+                        "multi-partition proof.bin one per partition, in partition order")
 
-    s = sub.add_parser("demo", help="keygen (cached), prove, verify and time a small circuit")
-    s.add_argument("--log-n", type=int, default=14)
-    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    s.add_argument("--threads", type=int, default=None)
-    s.add_argument("--cache-dir", default=None, help="where generated circuits are cached")
-    s.set_defaults(fn=_cmd_demo)
+    s = cmd("demo", "keygen (cached), prove, verify and time a small circuit", _cmd_demo)
+    s.add_argument("--log-n", type=int, default=14, help="log2 of the FFT domain size")
+    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help=_BACKEND_HELP)
+    s.add_argument("--threads", type=int, default=None, help=_THREADS_HELP)
+    s.add_argument("--cache-dir", default=None,
+                   help="where generated circuits are cached ($CUZK_DEMO_CACHE, else "
+                        "~/.cache/cuzk/demo)")
 
-    s = sub.add_parser("bench", help="end-to-end per-stage timings over sizes")
-    s.add_argument("--log-n", type=int, nargs="+", default=[14, 16])
-    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    s.add_argument("--threads", type=int, default=None)
-    s.add_argument("--repeat", type=int, default=3)
+    s = cmd("bench", "end-to-end per-stage timings over sizes", _cmd_bench)
+    s.add_argument("--log-n", type=int, nargs="+", default=[14, 16],
+                   help="log2 of the FFT domain sizes to time")
+    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help=_BACKEND_HELP)
+    s.add_argument("--threads", type=int, default=None, help=_THREADS_HELP)
+    s.add_argument("--repeat", type=int, default=3, help="timed proves per size (median shown)")
     s.add_argument("--json", default=None, help="also write the results as JSON here")
-    s.add_argument("--cache-dir", default=None, help="where generated circuits are cached")
-    s.set_defaults(fn=_cmd_bench)
+    s.add_argument("--cache-dir", default=None,
+                   help="where generated circuits are cached ($CUZK_DEMO_CACHE, else "
+                        "~/.cache/cuzk/demo)")
     return p
 
 
+# ----------------------------------------------------------------------------- errors
+
+def _message(e) -> str:
+    """One line: ``FILE: what`` for OS errors (one style for every file argument)."""
+    if isinstance(e, OSError) and e.filename is not None:
+        what = e.strerror or str(e)
+        if e.errno is not None and what == os.strerror(e.errno):   # the system's wording
+            what = {errno.ENOENT: "no such file", errno.EISDIR: "is a directory",
+                    errno.ENOTDIR: "not a directory", errno.EACCES: "permission denied",
+                    errno.ENOSPC: "no space left on device"}.get(e.errno, what.lower())
+        return f"{e.filename}: {what}"
+    return str(e)
+
+
+def _exit_code(e) -> int:
+    from ._errors import BackendUnavailable, CudaError, NvrtcError, ProofVerificationError
+    if isinstance(e, ProofVerificationError):
+        return EXIT_INVALID
+    if isinstance(e, (CudaError, NvrtcError, BackendUnavailable)):
+        return EXIT_DEVICE
+    return EXIT_INPUT
+
+
+def _quiet_stdout():
+    """After EPIPE (``cuzk info | head -1``): point stdout at /dev/null so the interpreter's
+    final flush cannot fail again and print 'Broken pipe'."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv=None):
-    """Entry point of the ``cuzk`` console script; returns the exit code."""
+    """Entry point of the ``cuzk`` console script; returns the exit code (module docstring)."""
     from ._errors import CuzkError
     args = _parser().parse_args(argv)
     try:
-        return args.fn(args)
-    except (CuzkError, ValueError, OSError, json.JSONDecodeError) as e:
+        rc = args.fn(args)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
+    except (CuzkError, ValueError, OSError) as e:
         if os.environ.get("CUZK_DEBUG") == "1":
             raise
-        print(f"cuzk: error: {e}", file=sys.stderr)
-        return 2
+        try:
+            print(f"cuzk: error: {_message(e)}", file=sys.stderr)
+        except OSError:
+            pass
+        return _exit_code(e)
     except KeyboardInterrupt:
         return 130
 

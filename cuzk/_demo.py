@@ -28,22 +28,12 @@ CIRCUITS = ("porep-like",)
 DEMO_SEED = 0
 _FILES = ("circuit.params", "circuit.vk", "assignment.npz", "public.json")
 # stage keys of cuzk._prover.prove's timings, in pipeline order (others are appended)
-_STAGE_ORDER = ("h", "prep_msm", "l", "a", "b_g1", "b_g2_msm", "batch_add", "tail_msm",
+_STAGE_ORDER = ("validate", "h", "prep_msm", "upload", "l", "a", "b_g1", "b_g2", "region", "batch_add", "tail_msm",
                 "epilogue", "verify", "total")
 
 
-def _replace_file(path, write):
-    """``write(tmp)`` then rename onto ``path``: readers never see a half-written file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, quiet=True):
+def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, quiet=True,
+                  progress=None):
     """Generate a test circuit, its parameters and a satisfying assignment into ``out``.
 
     Writes ``out/circuit.params`` and ``out/circuit.vk`` (bellperson format),
@@ -64,6 +54,9 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
         CPU threads (None = all cores).
     quiet : bool
         When False, print one line per step with its duration.
+    progress : bool or None
+        Report keygen progress on stderr (:class:`cuzk._progress.Progress`: a bar on a
+        terminal, periodic lines elsewhere); None means ``not quiet``.
 
     Returns
     -------
@@ -73,19 +66,33 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
     Raises
     ------
     ValueError
-        Unknown circuit or a size the generator refuses.
+        Unknown circuit or a size the generator refuses (before anything is created).
+    OSError
+        ``out`` exists and is not a directory, or cannot be created or written.
     """
     if circuit not in CIRCUITS:
         raise ValueError(f"unknown circuit {circuit!r}; known: {', '.join(CIRCUITS)}")
+    from ._circuit import porep_like_sizes
+    porep_like_sizes(log_n)                 # refuse a bad size before creating anything
+    out = os.fspath(out)
+    created = not os.path.exists(out)
+    os.makedirs(out, exist_ok=True)
+    try:
+        return _keygen_into(out, log_n, seed, threads, quiet,
+                            (not quiet) if progress is None else progress)
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _keygen_into(out, log_n, seed, threads, quiet, progress):
     from . import _snarkjs as sj
     from ._circuit import porep_like
     from ._keygen import KEYGEN_STEPS, keygen_random
-    from ._progress import Progress
     from ._params import write_params, write_vk
+    from ._progress import Progress
     from ._prover import public_inputs
-
-    out = os.fspath(out)
-    os.makedirs(out, exist_ok=True)
     t = {}
 
     def step(name, fn, *a, **kw):
@@ -97,24 +104,15 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
         return res
 
     r1cs, inputs, aux = step("circuit", porep_like, log_n, seed)
-    with Progress(f"keygen 2^{log_n}", KEYGEN_STEPS) as bar:
+    with Progress(f"keygen 2^{log_n}", KEYGEN_STEPS, enabled=progress) as bar:
         pk = step("keygen", keygen_random, r1cs, seed, threads, bar)
     asg = step("assignment", r1cs.assignment, inputs, aux)
 
-    def write():
-        _replace_file(os.path.join(out, "circuit.params"), lambda p: write_params(p, pk))
-        _replace_file(os.path.join(out, "circuit.vk"), lambda p: write_vk(p, pk.vk))
-        # np.savez appends ".npz" to names without it: give the temp file that suffix
-        npz = os.path.join(out, "assignment.npz")
-        tmp = os.path.join(out, f"assignment.tmp{os.getpid()}.npz")
-        try:
-            asg.save_npz(tmp)
-            os.replace(tmp, npz)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        _replace_file(os.path.join(out, "public.json"),
-                      lambda p: sj.write_public_json(p, public_inputs(asg)))
+    def write():                            # each writer is atomic (temp file + rename)
+        write_params(os.path.join(out, "circuit.params"), pk)
+        write_vk(os.path.join(out, "circuit.vk"), pk.vk)
+        asg.save_npz(os.path.join(out, "assignment.npz"))
+        sj.write_public_json(os.path.join(out, "public.json"), public_inputs(asg))
 
     step("write", write)
     return t
@@ -327,11 +325,6 @@ def run_bench(args):
                "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                "backend": backend, "threads": args.threads, "repeat": args.repeat,
                "results": res}
-        _replace_file(args.json, lambda p: _dump_json(p, doc))
+        from ._io import atomic_write
+        atomic_write(args.json, json.dumps(doc, indent=1) + "\n")
     return 0
-
-
-def _dump_json(path, doc):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")

@@ -2,8 +2,9 @@
 
 On a terminal a bar is redrawn in place (``\\r``) at most ``1/tty_interval`` times a second.
 Anywhere else (a pipe, a log file, CI) whole lines are written instead, one every
-``interval`` seconds while the work lasts plus one when it ends, so that a piped
-``cuzk keygen --log-n 20`` shows it is alive::
+``interval`` seconds while the work lasts and, when there was one, a last one at the end
+(work shorter than ``interval`` stays silent, and a failure is left to the error message),
+so that a piped ``cuzk keygen --log-n 20`` shows it is alive::
 
     keygen 2^20: 2/4 (50%) 25.1 s
     keygen 2^20: done 4/4 in 50.3 s
@@ -75,6 +76,7 @@ class Progress:
         self._t0 = time.perf_counter()
         self._last = self._t0
         self._closed = False
+        self._lines = 0                 # periodic lines written (line style)
         self._stop = threading.Event()
         self._beat = None
 
@@ -97,6 +99,7 @@ class Progress:
             bar = "#" * fill + " " * (_WIDTH - fill)
             self._write(f"\r{self.label} [{bar}] {self.done}/{self.total} {now - self._t0:6.1f}s")
         else:
+            self._lines += 1
             self._write(self._text(now) + "\n")
 
     def update(self, n=1):
@@ -129,7 +132,8 @@ class Progress:
         return self
 
     def close(self, ok=True):
-        """Stop the heartbeat and write the final line (``done`` or ``failed``)."""
+        """Stop the heartbeat and end the output: on a terminal the bar's line (`` failed``
+        appended when ``ok`` is false), in line style a ``done`` line after periodic ones."""
         self._stop.set()
         if self._beat is not None:
             self._beat.join()
@@ -144,9 +148,8 @@ class Progress:
             if self.tty:
                 self._draw(now)
                 self._write("\n" if ok else " failed\n")
-            else:
-                word = "done" if ok else "failed at"
-                self._write(f"{self.label}: {word} {self.done}/{self.total} "
+            elif ok and self._lines:
+                self._write(f"{self.label}: done {self.done}/{self.total} "
                             f"in {now - self._t0:.1f} s\n")
 
     def __exit__(self, exc_type, *exc):

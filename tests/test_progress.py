@@ -16,11 +16,21 @@ class _Tty(io.StringIO):
 def test_lines_when_not_a_terminal():
     # before: nothing at all was written unless stderr was a TTY (a piped keygen was silent)
     buf = io.StringIO()
-    with Progress("work", 3, stream=buf) as p:
-        p.update(3)
+    with Progress("work", 3, stream=buf, interval=0.05) as p:
+        p.update()
+        time.sleep(0.12)
+        p.update(2)
     out = buf.getvalue()
     assert "\r" not in out and out.endswith("\n")
+    assert out.splitlines()[0].startswith("work: 1/3 (33%)")
     assert out.splitlines()[-1].startswith("work: done 3/3 in ")
+
+
+def test_short_work_is_silent_in_line_style():
+    buf = io.StringIO()
+    with Progress("work", 3, stream=buf, interval=60) as p:
+        p.update(3)
+    assert buf.getvalue() == "" and p.done == 3
 
 
 def test_periodic_lines_while_work_lasts():
@@ -42,15 +52,24 @@ def test_bar_on_a_terminal():
     assert out.startswith("\rwork [") and "4/4" in out and out.endswith("\n")
 
 
-def test_failure_is_reported():
-    buf = io.StringIO()
+def test_failure_ends_the_bar_and_adds_no_line():
+    buf = _Tty()
     try:
         with Progress("prove", 3, stream=buf) as p:
             p.update()
             raise RuntimeError("boom")
     except RuntimeError:
         pass
-    assert buf.getvalue().splitlines()[-1].startswith("prove: failed at 1/3")
+    assert buf.getvalue().endswith("1/3    0.0s failed\n")
+    buf = io.StringIO()
+    try:
+        with Progress("prove", 3, stream=buf, interval=0.05) as p:
+            time.sleep(0.08)
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    lines = buf.getvalue().splitlines()
+    assert lines and not any("done" in ln for ln in lines)   # the error message says the rest
 
 
 def test_disabled_is_silent():
