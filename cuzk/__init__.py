@@ -5,7 +5,7 @@ from ._errors import (CuzkError, FormatError, CudaError, NvrtcError, BackendUnav
 from ._backend import cuda_available, resolve_backend
 from ._primitives import msm, ntt
 from ._params import (VerifyingKey, ProvingKey, read_params, write_params, read_vk, write_vk,
-                      encode_proof, decode_proof)
+                      encode_proof, decode_proof, decode_proofs)
 from ._assignment import Assignment, Density
 from ._circuit import R1CS, porep_like
 from ._keygen import keygen, keygen_random
@@ -19,7 +19,7 @@ __all__ = [
     "cuda_available", "resolve_backend",
     "msm", "ntt",
     "VerifyingKey", "ProvingKey", "read_params", "write_params", "read_vk", "write_vk",
-    "encode_proof", "decode_proof",
+    "encode_proof", "decode_proof", "decode_proofs",
     "Assignment", "Density",
     "R1CS", "porep_like",
     "keygen", "keygen_random",
