@@ -58,16 +58,33 @@ def _first_zero(arr) -> int:
 KEYGEN_STEPS = 4  # progress ticks: QAP evaluations, checks, G1 fixed-base pass, G2 pass
 
 
+def _fixed_base_pass(group, scalars_mont, backend, threads):
+    """k_i·G for the group generator G and Montgomery scalars k_i: affine Montgomery points.
+    ``backend`` "cuda" runs it on the GPU (window table of G in device memory), else the CPU;
+    both give the same bytes."""
+    from ._native import _r1cs as nat
+    if backend == "cuda":
+        from . import _cuda_fixed_base
+        from ._native import _field
+        can = _field.from_mont(scalars_mont, "fr", threads=threads)
+        return _cuda_fixed_base.fixed_base_mul(_field.generator(group), can, group)
+    return nat.fixed_base_mul(group, scalars_mont, threads=threads)
+
+
 def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
-           threads=None, progress=None) -> ProvingKey:
+           threads=None, progress=None, backend: str = "cpu") -> ProvingKey:
     """Groth16 proving key for ``r1cs`` (a :class:`cuzk._circuit.R1CS` that includes
     bellperson's input rows) from toxic waste given as Python ints in [1, r).
 
     Raises ValueError when τ lies in the evaluation domain, or when a variable is
     unconstrained (IC/L point at infinity) or occurs in A/B with a QAP evaluation of zero
     at τ (choose other toxic waste).  ``progress`` (e.g. a :class:`cuzk._progress.Progress`
-    of ``KEYGEN_STEPS``) has ``update()`` called after each step.
+    of ``KEYGEN_STEPS``) has ``update()`` called after each step.  ``backend`` ("cpu", "cuda",
+    "auto") runs the fixed-base multiplications (most of the time at large sizes) on the GPU
+    when it resolves to "cuda"; the QAP evaluation stays on the CPU threads; same bytes.
     """
+    from ._backend import resolve_backend
+    backend = resolve_backend(backend)
     from ._native import _r1cs as nat
 
     tick = progress.update if progress is not None else (lambda n=1: None)
@@ -113,10 +130,10 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     vk1 = fr_ints_to_mont([alpha, beta, delta])
     vk2 = fr_ints_to_mont([beta, gamma, delta])
     parts1 = [vk1, ic_s, h_s, l_s, a_s, b_s]
-    g1 = nat.fixed_base_mul("g1", np.concatenate(parts1), threads=threads)
+    g1 = _fixed_base_pass("g1", np.concatenate(parts1), backend, threads)
     del parts1
     tick()
-    g2 = nat.fixed_base_mul("g2", np.concatenate([vk2, b_s]), threads=threads)
+    g2 = _fixed_base_pass("g2", np.concatenate([vk2, b_s]), backend, threads)
     tick()
     offs = np.cumsum([0, 3, ic_s.shape[0], h_s.shape[0], l_s.shape[0], a_s.shape[0],
                       b_s.shape[0]])
@@ -126,7 +143,7 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     return ProvingKey(vk, h=sl[2], l=sl[3], a=sl[4], b_g1=sl[5], b_g2=g2[3:])
 
 
-def keygen_random(r1cs, seed=None, threads=None, progress=None) -> ProvingKey:
+def keygen_random(r1cs, seed=None, threads=None, progress=None, backend: str = "cpu") -> ProvingKey:
     """:func:`keygen` with toxic waste drawn uniformly from [1, r): from the OS CSPRNG, or,
     when ``seed`` is given, deterministically from it (test and benchmark parameters only)."""
     rng = secrets.SystemRandom() if seed is None else random.Random(f"cuzk-keygen-{seed}")
@@ -135,4 +152,5 @@ def keygen_random(r1cs, seed=None, threads=None, progress=None) -> ProvingKey:
         tau, alpha, beta, gamma, delta = (rng.randrange(1, R_MOD) for _ in range(5))
         if pow(tau, n, R_MOD) != 1:
             break
-    return keygen(r1cs, tau, alpha, beta, gamma, delta, threads=threads, progress=progress)
+    return keygen(r1cs, tau, alpha, beta, gamma, delta, threads=threads, progress=progress,
+                  backend=backend)

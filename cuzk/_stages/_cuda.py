@@ -107,6 +107,11 @@ class CudaContext(StageContext):
         ev.record(stream)
         return ev
 
+    def timing_event(self, stream):
+        ev = _driver().Event(self.device, timing=True)
+        ev.record(stream)
+        return ev
+
     def close(self):
         for s in (self.compute, self.upload):
             s.synchronize()
@@ -339,8 +344,10 @@ class CudaStages(CpuStages):
         ctx, key, dev = part.ctx, part.key, part.dev
         s = ctx.compute
         s.wait_event(part.uploaded)
+        marks = part.gpu_marks = [("start", ctx.timing_event(s))]
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
+        marks.append(("h_ntt", ctx.timing_event(s)))
         for (name, kind, plan, _), view in zip(part.plans, part.result_views):
             q = name.split(":")[0]
             if kind == "batch":
@@ -355,6 +362,7 @@ class CudaStages(CpuStages):
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, key.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                     d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form="canonical")
+            marks.append((name, ctx.timing_event(s)))
         self._free_device(part)
         part.done = _Done(ctx.event(s))
         return part.done
@@ -369,6 +377,7 @@ class CudaStages(CpuStages):
     def finish(self, part, verify=True) -> bytes:
         from .._native import _field
         try:
+            self._gpu_times(part)
             pts = {}
             for name, p in part.parts.items():
                 q, _, _ = name.partition(":")
@@ -383,6 +392,18 @@ class CudaStages(CpuStages):
             return self._epilogue_and_verify(part, pts, verify)
         finally:
             self.abort(part)
+
+    @staticmethod
+    def _gpu_times(part):
+        """Device time of each step of the region (CUDA events) into part.timings as
+        ``gpu:<step>``, and ``gpu:region`` for the whole (seconds)."""
+        d = _driver()
+        marks = getattr(part, "gpu_marks", None)
+        if not marks:
+            return
+        for (_, a), (name, b) in zip(marks, marks[1:]):
+            part.timings["gpu:" + name] = d.Event.elapsed_ms(a, b) / 1e3
+        part.timings["gpu:region"] = d.Event.elapsed_ms(marks[0][1], marks[-1][1]) / 1e3
 
     def abort(self, part):
         if getattr(part, "dev", None):

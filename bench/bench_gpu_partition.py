@@ -1,0 +1,98 @@
+"""One PoRep-shaped partition end to end on a backend: keygen, resident key, per-stage table.
+
+    python bench/bench_gpu_partition.py --log-n 20 24 [--backend cuda] [--repeat 3] [--check-cpu]
+                                        [--json out.json]
+
+For each size: porep_like(log_n) (≈90 % bit aux values), keygen (on the GPU when the backend is
+cuda), the key made resident (``Stages.load_key``: upload time and bytes), one verified warm-up
+proof, then ``--repeat`` proofs through prepare / run / synchronize / finish.  Reported (medians):
+host stages (validate, prep_msm, upload issue, epilogue, verify), device steps from CUDA events
+(``gpu:h_ntt``, ``gpu:h``, ``gpu:l:ones`` …, ``gpu:region``), the region's host wall time, and the
+wall time of the whole ``cuzk.prove``-equivalent.  ``--check-cpu`` also proves on the CPU backend
+with the same (r, s) and asserts identical bytes (small sizes).  Prints a table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def _one(st, key, asg, ctx, r, s, verify):
+    t0 = time.perf_counter()
+    part = st.prepare(key, asg, ctx, r, s)
+    t1 = time.perf_counter()
+    done = st.run(part)
+    t2 = time.perf_counter()
+    done.synchronize()
+    t3 = time.perf_counter()
+    proof = st.finish(part, verify=verify)
+    t4 = time.perf_counter()
+    t = dict(part.timings)
+    t.update({"host:prepare": t1 - t0, "host:enqueue": t2 - t1, "host:region": t3 - t1,
+              "host:finish": t4 - t3, "wall": t4 - t0})
+    return proof, t
+
+
+def run(log_n, backend, repeat, check_cpu, seed=1):
+    import cuzk
+    from cuzk._stages import stages_for
+    row = {"log_n": log_n, "backend": backend}
+    t0 = time.perf_counter()
+    r1cs, inputs, aux = cuzk.porep_like(log_n, seed)
+    asg = r1cs.assignment(inputs, aux)
+    row["circuit_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pk = cuzk.keygen_random(r1cs, seed=seed, backend=backend)
+    row["keygen_s"] = time.perf_counter() - t0
+    del r1cs
+    st = stages_for(backend)
+    ctx = st.context()
+    t0 = time.perf_counter()
+    key = st.load_key(pk)
+    row["load_key_s"] = time.perf_counter() - t0
+    row["key_bytes"] = key.nbytes
+    row["device"] = st.device_label
+    proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified
+    row["verified"] = True
+    if check_cpu:
+        row["cpu_equal"] = proof == cuzk.prove(pk, asg, 11, 22, backend="cpu")
+        if not row["cpu_equal"]:
+            raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
+    runs = [_one(st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
+    keys = sorted({k for t in runs for k in t if isinstance(t[k], float)})
+    row["median"] = {k: statistics.median(t[k] for t in runs if k in t) for k in keys}
+    key.release()
+    ctx.close()
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log-n", type=int, nargs="+", default=[16, 20])
+    ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda", "auto"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--check-cpu", action="store_true", help="assert bytes equal to the CPU backend")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    rows = []
+    for lg in a.log_n:
+        row = run(lg, a.backend, a.repeat, a.check_cpu)
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    names = sorted({k for r in rows for k in r["median"]})
+    print(f"\n{'stage (median s)':<22s}" + "".join(f"{'2^' + str(r['log_n']):>12s}" for r in rows))
+    for k in names:
+        print(f"{k:<22s}" + "".join(f"{r['median'].get(k, float('nan')):12.4f}" for r in rows))
+    for k in ("keygen_s", "load_key_s"):
+        print(f"{k:<22s}" + "".join(f"{r[k]:12.3f}" for r in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
