@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _snarkjs as sj
 from ._args import threads_arg
-from ._stages import check_randomizers
+from ._stages import check_randomizers, timed
 
 __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "prove_zkey",
            "zkey_verifying_key"]
@@ -115,24 +115,6 @@ def h_scalars(zkey, witness, threads=None):
     return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=threads_arg(threads))
 
 
-def _resolve(backend):
-    """The backend that runs the snarkjs prover ("auto": CUDA when a device is usable)."""
-    from ._backend import resolve_backend
-    return resolve_backend(backend)
-
-
-def _h_cuda(a, b, c, threads):
-    """snarkjs's H scalars on the GPU (the same bytes as the CPU's); sizes the GPU transforms do
-    not cover (n < 2 or n > 2^MAX_LOG_SIZE) run on the CPU."""
-    from . import _cuda_ntt
-    from ._native import _sparse
-    n = a.shape[0]
-    if 2 <= n <= 1 << _cuda_ntt.MAX_LOG_SIZE:
-        return _cuda_ntt.snarkjs_h(a, b, c, ROOT_EXPONENT)
-    log.info("snarkjs prover: domain of %d points is outside the GPU transforms, H on the CPU", n)
-    return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=threads)
-
-
 def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timings=None):
     """A Groth16 proof from a snarkjs zkey and witness, exactly as ``snarkjs groth16 prove``.
 
@@ -147,12 +129,13 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     threads : int or None
         CPU threads (None = all cores); every heavy step releases the GIL.
     backend : {"auto", "cpu", "cuda"}
-        "cuda" runs the H scalars (the NTTs) on the GPU, the MSMs on the CPU for now; "auto"
-        picks CUDA when a device is usable.  Both give the same proof bytes.
+        "cuda" runs the H scalars (the NTTs) and the five MSMs on the GPU through the CUDA stage
+        object (the zkey's bases are uploaded per MSM: a zkey is not made resident); "auto" picks
+        CUDA when a device is usable.  Both give the same proof bytes.
     timings : dict or None
         Filled with seconds per stage: ``abc`` (sparse products), ``h`` (NTTs), ``msm_h``,
         ``msm_a``, ``msm_b1``, ``msm_b2``, ``msm_c``, ``epilogue``, ``total``; and
-        ``backend`` (the one used).
+        ``backend`` and ``device`` (the ones used).
 
     Returns
     -------
@@ -169,32 +152,26 @@ def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timi
     cuzk.BackendUnavailable
         backend="cuda" and no usable CUDA device.
     """
-    from ._native import _field as f
-    from ._native import _msm, _sparse
+    from ._stages import stages_for
     t = {} if timings is None else timings
-    t["backend"] = _resolve(backend)
+    st = stages_for(backend, threads)
+    t["backend"], t["device"] = st.name, st.device_label
     nt = threads_arg(threads)
     r, s = check_randomizers(r, s)
     t0 = time.perf_counter()
     zkey, w = _load(zkey, witness)
 
-    def lap(name, fn, *a, **kw):
-        s0 = time.perf_counter()
-        out = fn(*a, **kw)
-        t[name] = t.get(name, 0.0) + time.perf_counter() - s0
-        return out
+    def lap(name, fn, *a):
+        return timed(t, name, fn, *a)
 
     a, b, c = lap("abc", witness_vectors, zkey, w, nt)
-    if t["backend"] == "cuda":
-        h = lap("h", _h_cuda, a, b, c, nt)
-    else:
-        h = lap("h", _sparse.snarkjs_h, a, b, c, ROOT_EXPONENT, threads=nt)
+    h = lap("h", st.snarkjs_h, a, b, c, ROOT_EXPONENT, nt)
     del a, b, c
-    sum_h = lap("msm_h", _msm.msm, zkey.h, h, "g1", nt)
-    sum_a = lap("msm_a", _msm.msm, zkey.a, w, "g1", nt)
-    sum_b1 = lap("msm_b1", _msm.msm, zkey.b1, w, "g1", nt)
-    sum_b2 = lap("msm_b2", _msm.msm, zkey.b2, w, "g2", nt)
-    sum_c = lap("msm_c", _msm.msm, zkey.c, w[zkey.n_public + 1:], "g1", nt)
+    sum_h = lap("msm_h", st.msm, zkey.h, h, "g1", nt)
+    sum_a = lap("msm_a", st.msm, zkey.a, w, "g1", nt)
+    sum_b1 = lap("msm_b1", st.msm, zkey.b1, w, "g1", nt)
+    sum_b2 = lap("msm_b2", st.msm, zkey.b2, w, "g2", nt)
+    sum_c = lap("msm_c", st.msm, zkey.c, w[zkey.n_public + 1:], "g1", nt)
 
     def epilogue():
         from ._stages import Stages

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
-                    check_randomizers, random_scalar)
+                    check_randomizers, random_scalar, timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
-           "CudaStages", "stages_for", "R_MODULUS", "random_scalar", "check_randomizers"]
+           "CudaStages", "stages_for", "R_MODULUS", "random_scalar", "check_randomizers", "timed"]
 
 
 def __getattr__(name):

@@ -24,11 +24,20 @@ from .._errors import ProofVerificationError
 from .._native._field import FR_MODULUS as R_MODULUS
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
-           "random_scalar", "check_randomizers"]
+           "random_scalar", "check_randomizers", "timed"]
 
 # Stage names, in the order a partition's timings list them.
 STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
                "epilogue", "verify")
+
+
+def timed(timings, name, fn, *args):
+    """fn(*args), its wall time (seconds) added to ``timings[name]`` (also when it raises)."""
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 def random_scalar() -> int:
@@ -115,11 +124,7 @@ class Partition:
 
     def lap(self, name, fn, *args):
         """fn(*args), its wall time added to timings[name]."""
-        t0 = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+        return timed(self.timings, name, fn, *args)
 
     def release(self):
         """Give back every reservation (idempotent)."""

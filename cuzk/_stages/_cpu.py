@@ -91,6 +91,16 @@ class CpuStages(Stages):
                                 threads=threads)
         return _field.point_add(ones, tail, group)
 
+    def msm(self, points, scalars, group, threads=None):
+        """Σ scalars[i]·points[i] (canonical scalars uint64 (n, 4)): affine Montgomery."""
+        from .._native import _msm
+        return _msm.msm(points, scalars, group, threads=self._t(threads))
+
+    def snarkjs_h(self, a, b, c, root_exponent, threads=None):
+        """snarkjs's H scalars (canonical uint64 (n, 4)) from its A·w, B·w, C vectors."""
+        from .._native import _sparse
+        return _sparse.snarkjs_h(a, b, c, root_exponent, threads=self._t(threads))
+
     def b_g2_msm(self, pk, prep, threads=None):
         """The B_G2 query (G2): batch addition of the ones plus the tail MSM."""
         return self.query(pk.b_g2, prep, "b", "g2", threads)

@@ -260,6 +260,20 @@ class CudaStages(CpuStages):
         budget = budget if budget is not None else device_budget(self.device)
         return ResidentKey(pk, self.device, self.pool, budget, progress)
 
+    # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
+    def msm(self, points, scalars, group, threads=None):
+        from .. import _cuda_msm
+        fn = _cuda_msm.msm_g1 if group == "g1" else _cuda_msm.msm_g2
+        return fn(points, scalars, device=self.device)
+
+    def snarkjs_h(self, a, b, c, root_exponent, threads=None):
+        from .. import _cuda_ntt
+        n = a.shape[0]
+        if 2 <= n <= 1 << _cuda_ntt.MAX_LOG_SIZE:
+            return _cuda_ntt.snarkjs_h(a, b, c, root_exponent, device=self.device)
+        log.info("snarkjs H: a domain of %d points is outside the GPU transforms: on the CPU", n)
+        return super().snarkjs_h(a, b, c, root_exponent, threads)
+
     # ---- plans --------------------------------------------------------------------------
     def _plans(self, key, prep, n):
         """(name, kind, plan, n_items) of every GPU reduction of a partition."""
