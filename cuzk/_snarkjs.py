@@ -544,14 +544,52 @@ def write_public_json(path, public) -> None:
     _write_json(path, out)
 
 
+_JSON_MAX_DIGITS = 200      # an integer literal: q has 116 digits, nPublic < 2^32 ten
+
+
+class _LongLiteral(Exception):
+    pass
+
+
+def _json_int(s: str) -> int:
+    if len(s.lstrip("-")) > _JSON_MAX_DIGITS:
+        raise _LongLiteral(len(s))
+    return int(s)
+
+
 def _load_json(path):
+    """Parse a snarkjs JSON file.  FormatError for bytes that are not UTF-8 JSON, nesting past
+    the interpreter's recursion limit (snarkjs files nest four deep) and integer literals of
+    more than _JSON_MAX_DIGITS digits (Python's own limit would raise a ValueError naming no
+    file)."""
     path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
     try:
-        with open(path, "rb") as f:
-            return path, json.loads(f.read().decode("utf-8"))
+        return path, json.loads(data.decode("utf-8"), parse_int=_json_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FormatError(path, getattr(e, "pos", getattr(e, "start", None)),
                           f"UTF-8 JSON ({e})") from None
+    except RecursionError:
+        raise FormatError(path, None, "JSON nested a few levels deep (snarkjs nests four), "
+                                      "found nesting past the recursion limit") from None
+    except _LongLiteral as e:
+        raise FormatError(path, None, f"integer literals of at most {_JSON_MAX_DIGITS} digits "
+                                      f"(snarkjs writes numbers as decimal strings), found one "
+                                      f"of {e.args[0]} characters") from None
+
+
+def _brief(v) -> str:
+    """A short description of a JSON value for messages: never a whole (or deep) repr."""
+    if isinstance(v, str):
+        return repr(v[:60]) + ("..." if len(v) > 60 else "")
+    if isinstance(v, list):
+        return f"a list of {len(v)} items"
+    if isinstance(v, dict):
+        return f"an object of {len(v)} keys"
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 700:
+        return f"an integer of {v.bit_length()} bits"
+    return repr(v)
 
 
 def _num(path, v, what, modulus):
@@ -567,12 +605,12 @@ def _num(path, v, what, modulus):
     elif isinstance(v, int) and not isinstance(v, bool) and 0 <= v < modulus:
         return v
     name = "q" if modulus == Q else "r"
-    raise FormatError(path, None, f"{what}: a decimal string < {name}, found {v!r:.80}")
+    raise FormatError(path, None, f"{what}: a decimal string < {name}, found {_brief(v)}")
 
 
 def _fq2(path, v, what):
     if not isinstance(v, list) or len(v) != 2:
-        raise FormatError(path, None, f"{what}: a pair [c0, c1], found {v!r:.80}")
+        raise FormatError(path, None, f"{what}: a pair [c0, c1], found {_brief(v)}")
     return _num(path, v[0], what + "[0]", Q), _num(path, v[1], what + "[1]", Q)
 
 
@@ -589,7 +627,7 @@ def _read_g1(path, v, what):
     """snarkjs G1 object [x, y, z] (Jacobian; z = 1 affine, z = 0 infinity) → (x, y) or None."""
     if not isinstance(v, list) or len(v) not in (2, 3):
         raise FormatError(path, None, f"{what}: a list [x, y, z] of decimal strings, "
-                          f"found {v!r:.80}")
+                          f"found {_brief(v)}")
     x, y = _num(path, v[0], what + "[0]", Q), _num(path, v[1], what + "[1]", Q)
     z = _num(path, v[2], what + "[2]", Q) if len(v) == 3 else 1
     if z == 0:
@@ -603,7 +641,7 @@ def _read_g1(path, v, what):
 def _read_g2(path, v, what):
     """snarkjs G2 object [[x0,x1],[y0,y1],[z0,z1]] (Jacobian) → ((x0,x1),(y0,y1)) or None."""
     if not isinstance(v, list) or len(v) not in (2, 3):
-        raise FormatError(path, None, f"{what}: a list [x, y, z] of Fq2 pairs, found {v!r:.80}")
+        raise FormatError(path, None, f"{what}: a list [x, y, z] of Fq2 pairs, found {_brief(v)}")
     x, y = _fq2(path, v[0], what + "[0]"), _fq2(path, v[1], what + "[1]")
     z = _fq2(path, v[2], what + "[2]") if len(v) == 3 else (1, 0)
     if z == (0, 0):
@@ -615,6 +653,27 @@ def _read_g2(path, v, what):
     return x, y
 
 
+def _check_points(path, named, group):
+    """FormatError naming the first of ``named`` ((what, affine canonical point) pairs) that
+    is not on the curve or not in the prime-order subgroup (infinity passes)."""
+    from ._native import _field
+    if not named:
+        return
+    conv = g1_to_mont if group == "g1" else g2_to_mont
+    pts = np.stack([conv(p) for _, p in named])
+    try:
+        _field.check_points(pts, group, subgroup=True)
+    except ValueError:
+        for what, p in named:
+            try:
+                _field.check_points(conv(p)[None, :], group, subgroup=True)
+            except ValueError as e:
+                reason = str(e).split(": ", 1)[-1]
+                raise FormatError(path, None, f"{what}: a {group.upper()} point on the curve, "
+                                              f"in the prime-order subgroup ({reason})") from None
+        raise
+
+
 def _check_header(path, obj, keys):
     if not isinstance(obj, dict):
         raise FormatError(path, 0, "a JSON object")
@@ -622,11 +681,11 @@ def _check_header(path, obj, keys):
         if k not in obj:
             raise FormatError(path, None, f"key {k!r}")
     if obj.get("protocol") != "groth16":
-        raise FormatError(path, None, f"protocol \"groth16\", found {obj.get('protocol')!r:.40}")
+        raise FormatError(path, None, f"protocol \"groth16\", found {_brief(obj.get('protocol'))}")
     curve = obj.get("curve")
     # snarkjs curves.js normalizes names to upper-case alphanumerics ("bls12-381" → "BLS12381")
     if not isinstance(curve, str) or "".join(c for c in curve.upper() if c.isalnum()) != "BLS12381":
-        raise FormatError(path, None, f"curve \"bls12381\", found {obj.get('curve')!r:.40}")
+        raise FormatError(path, None, f"curve \"bls12381\", found {_brief(obj.get('curve'))}")
 
 
 def read_proof_json(path):
@@ -642,6 +701,8 @@ def read_proof_json(path):
     ------
     cuzk.FormatError
         not JSON, protocol/curve other than groth16/bls12381, malformed or out-of-range numbers.
+        (Points are not checked against the curve here, so any coordinates round-trip through
+        :func:`write_proof_json`; :func:`cuzk.verify` checks them.)
     """
     path, obj = _load_json(path)
     _check_header(path, obj, ("pi_a", "pi_b", "pi_c"))
@@ -676,18 +737,21 @@ def read_verification_key_json(path) -> dict:
     Raises
     ------
     cuzk.FormatError
-        missing keys, protocol/curve mismatch, malformed numbers, ``len(IC) != nPublic + 1``.
+        missing keys, protocol/curve mismatch, malformed numbers, ``len(IC) != nPublic + 1``,
+        points off the curve or outside the prime-order subgroup (reported against this file,
+        not against a proof checked with it).
     """
     path, obj = _load_json(path)
     keys = ("nPublic", "vk_alpha_1", "vk_beta_2", "vk_gamma_2", "vk_delta_2", "IC")
     _check_header(path, obj, keys)
     n_public = obj["nPublic"]
-    if not isinstance(n_public, int) or isinstance(n_public, bool) or n_public < 0:
-        raise FormatError(path, None, f"nPublic: a non-negative integer, found {n_public!r:.40}")
+    if not isinstance(n_public, int) or isinstance(n_public, bool) or not 0 <= n_public < 2**32:
+        raise FormatError(path, None, f"nPublic: an integer in [0, 2^32), found "
+                                      f"{_brief(n_public)}")
     ic = obj["IC"]
     if not isinstance(ic, list) or len(ic) != n_public + 1:
         raise FormatError(path, None, f"IC: a list of nPublic + 1 = {n_public + 1} points")
-    return {
+    out = {
         "protocol": "groth16",
         "curve": obj["curve"],
         "nPublic": n_public,
@@ -697,3 +761,7 @@ def read_verification_key_json(path) -> dict:
         "vk_delta_2": _read_g2(path, obj["vk_delta_2"], "vk_delta_2"),
         "IC": [_read_g1(path, p, f"IC[{i}]") for i, p in enumerate(ic)],
     }
+    _check_points(path, [("vk_alpha_1", out["vk_alpha_1"])]
+                  + [(f"IC[{i}]", p) for i, p in enumerate(out["IC"])], "g1")
+    _check_points(path, [(k, out[k]) for k in ("vk_beta_2", "vk_gamma_2", "vk_delta_2")], "g2")
+    return out

@@ -275,6 +275,74 @@ def test_public_json_errors(tmp_path, text):
         sj.read_public_json(tmp_path / "p.json")
 
 
+# Regressions from the fuzzing of issue 12: each raised something other than a FormatError
+# naming the file (RecursionError, Python's digit-limit ValueError, a message blaming the proof).
+
+def _vk_obj():
+    return json.loads(fx("mulchain", "verification_key.json").read_text())
+
+
+@pytest.mark.parametrize("reader", [sj.read_proof_json, sj.read_public_json,
+                                    sj.read_verification_key_json])
+@pytest.mark.parametrize("text", ["[" * 1000 + "]" * 1000, '{"a": ' * 1000 + "1" + "}" * 1000,
+                                  "[" + "7" * 4301 + "]", '{"nPublic": ' + "1" * 5000 + "}"],
+                         ids=["deep-list", "deep-object", "int-4301-digits", "int-5000-digits"])
+def test_json_depth_and_long_literals_are_format_errors(tmp_path, reader, text):
+    p = tmp_path / "x.json"
+    p.write_text(text)
+    with pytest.raises(FormatError) as e:
+        reader(p)
+    assert e.value.path == str(p)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+
+
+def test_json_deep_value_in_a_field_is_described_briefly(tmp_path):
+    # nesting the parser accepts, where a number belongs: the message must not repr it
+    obj = _vk_obj()
+    obj["IC"][0][0] = json.loads("[" * 500 + "]" * 500)
+    obj["protocol"] = ["x" * 10000]
+    p = tmp_path / "vk.json"
+    p.write_text(json.dumps(obj))
+    with pytest.raises(FormatError, match="a list of 1 items") as e:
+        sj.read_verification_key_json(p)
+    assert len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("digits", [11, 300, 4300])
+def test_vk_json_huge_npublic(tmp_path, digits):
+    obj = _vk_obj()
+    text = json.dumps(obj).replace(f'"nPublic": {obj["nPublic"]}', '"nPublic": ' + "9" * digits)
+    p = tmp_path / "vk.json"
+    p.write_text(text)
+    with pytest.raises(FormatError, match="nPublic|literals") as e:
+        sj.read_verification_key_json(p)
+    assert e.value.path == str(p)
+
+
+@pytest.mark.parametrize("point, index, group", [("vk_alpha_1", (1,), "G1"),
+                                                  ("IC", (0, 1), "G1"),
+                                                  ("vk_delta_2", (1, 0), "G2"),
+                                                  ("vk_beta_2", (0, 1), "G2")])
+def test_vk_json_off_curve_point_names_the_vk(tmp_path, capsys, point, index, group):
+    obj = _vk_obj()
+    cell = obj[point]
+    for i in index[:-1]:
+        cell = cell[i]
+    cell[index[-1]] = str((int(cell[index[-1]]) + 1) % sj.Q)
+    p = tmp_path / "vk.json"
+    p.write_text(json.dumps(obj))
+    with pytest.raises(FormatError, match=f"{point}.*{group} point on the curve") as e:
+        sj.read_verification_key_json(p)
+    assert e.value.path == str(p)
+    # the CLI used to blame the proof: "proof.json: expected valid proof points"
+    from cuzk._cli import main
+    d = DATA / "mulchain"
+    rc = main(["verify", "--vk", str(p), "--proof", str(d / "proof.json"),
+               "--public", str(d / "public.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(p) in err and "proof.json" not in err, err
+
+
 def test_public_json_accepts_snarkjs_number_forms(tmp_path):
     (tmp_path / "p.json").write_text('["12", "0x1f", 7]')
     assert sj.read_public_json(tmp_path / "p.json") == [12, 31, 7]
