@@ -11,6 +11,8 @@ from ._circuit import R1CS, porep_like
 from ._keygen import keygen, keygen_random
 from ._prover import prove, prove_partitions, public_inputs
 from ._verifier import verify, verify_batch
+from ._errors import EngineError, EngineBusy, EngineClosed
+from ._engine import Engine
 
 __all__ = [
     "__version__",
@@ -25,4 +27,5 @@ __all__ = [
     "keygen", "keygen_random",
     "prove", "prove_partitions", "public_inputs",
     "verify", "verify_batch",
+    "Engine", "EngineError", "EngineBusy", "EngineClosed",
 ]

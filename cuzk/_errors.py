@@ -1,7 +1,8 @@
 """Typed, picklable exceptions shared by every layer of cuzk."""
 
 __all__ = ["CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
-           "ProofVerificationError", "BudgetError", "UnsatisfiedAssignmentError"]
+           "ProofVerificationError", "BudgetError", "UnsatisfiedAssignmentError",
+           "EngineError", "EngineBusy", "EngineClosed"]
 
 
 class CuzkError(Exception):
@@ -102,3 +103,16 @@ class UnsatisfiedAssignmentError(CuzkError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.row,))
+
+
+class EngineError(CuzkError, RuntimeError):
+    """An engine request that cannot be served as asked (``cuzk.Engine``; the message says why)."""
+
+
+class EngineBusy(EngineError):
+    """``Engine.submit(..., block=False)`` beyond ``max_in_flight`` partitions; nothing was
+    queued."""
+
+
+class EngineClosed(EngineError):
+    """The engine is closed or closing: it takes no new work."""

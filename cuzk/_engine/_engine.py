@@ -1,0 +1,767 @@
+"""``cuzk.Engine``: resident keys, a priority queue of partitions, N workers per device behind a
+selectable interlock, a byte budget per device, and a timeline (DESIGN §4, issue 10).
+
+Threads: every worker is an OS thread that pulls partitions from one queue shared by all
+devices and runs them through its device's stage object (``cuzk._stages``) following the
+device's interlock plan (``_interlock.PLANS``).  Stage calls, lock waits and budget waits
+release the GIL.  A failure anywhere in a partition aborts it (``st.abort``), releases the
+locks it holds and fails its job's future; the worker goes on with the next partition.
+"""
+import concurrent.futures
+import itertools
+import heapq
+import logging
+import os
+import threading
+import time
+
+from .._errors import EngineBusy, EngineClosed, EngineError
+from . import _nvtx
+from ._interlock import ACQUIRE, RELEASE, Interlock, lock_mode_arg
+from ._timeline import Timeline
+
+__all__ = ["Engine", "EngineKey", "JobFuture", "EngineError", "EngineBusy", "EngineClosed",
+           "PRIORITIES", "priority_arg"]
+
+log = logging.getLogger("cuzk.engine")
+
+#: Priority names and their ranks (lower goes first).
+PRIORITIES = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+_RANK_NAME = {v: k for k, v in PRIORITIES.items()}
+
+
+def priority_arg(priority):
+    """Rank of a priority name (``low``, ``normal``, ``high``, ``critical``) or rank 0-3."""
+    if isinstance(priority, str) and priority.lower() in PRIORITIES:
+        return PRIORITIES[priority.lower()]
+    if isinstance(priority, int) and not isinstance(priority, bool) and priority in _RANK_NAME:
+        return priority
+    raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
+
+
+class EngineKey:
+    """A proving key loaded into an engine: the host ``pk`` and one resident key per device.
+
+    ``path`` is the file it came from (None for a ProvingKey passed in); ``nbytes`` and
+    ``where`` are per device (``"device"`` or ``"host"``).
+    """
+
+    def __init__(self, pk, path, resident):
+        self.pk, self.path = pk, path
+        self.resident = resident                 # device index -> stage key
+        self.in_use = 0                          # partitions queued or running
+        self.evicted = False
+
+    @property
+    def nbytes(self):
+        return [int(getattr(k, "nbytes", 0)) for _, k in sorted(self.resident.items())]
+
+    @property
+    def where(self):
+        return [getattr(k, "where", "host") for _, k in sorted(self.resident.items())]
+
+    def __repr__(self):
+        src = self.path or "<ProvingKey>"
+        return f"EngineKey({src}, domain={self.pk.domain_size}, where={self.where})"
+
+
+class JobFuture(concurrent.futures.Future):
+    """The future of one job.  ``cancel()`` drops its queued partitions (partitions already
+    running complete and their proofs are discarded) and succeeds unless the job is done."""
+
+    def __init__(self, engine, job):
+        super().__init__()
+        self._engine, self._job = engine, job
+
+    @property
+    def job_id(self):
+        return self._job.id
+
+    def cancel(self):
+        if self.done():
+            return False
+        self._engine._cancel_job(self._job)
+        return super().cancel()
+
+
+class _Job:
+    __slots__ = ("id", "key", "n", "rank", "future", "results", "remaining", "failed", "lock",
+                 "t_submit")
+
+    def __init__(self, jid, key, n, rank, engine):
+        self.id, self.key, self.n, self.rank = jid, key, n, rank
+        self.future = JobFuture(engine, self)
+        self.results = [None] * n
+        self.remaining = n
+        self.failed = False
+        self.lock = threading.Lock()
+        self.t_submit = 0.0
+
+    @property
+    def finished(self):
+        return self.failed or self.future.done()
+
+
+class _Task:
+    __slots__ = ("job", "index", "asg", "r", "s", "seq", "t_queued")
+
+    def __init__(self, job, index, asg, r, s):
+        self.job, self.index, self.asg, self.r, self.s = job, index, asg, r, s
+        self.seq, self.t_queued = 0, 0.0
+
+    def __lt__(self, other):
+        return (self.job.rank, self.seq) < (other.job.rank, other.seq)
+
+
+class _Queue:
+    """Partitions by (priority rank, submission order); ``get`` blocks (GIL released)."""
+
+    def __init__(self):
+        self._heap = []
+        self._cond = threading.Condition(threading.Lock())
+        self._seq = itertools.count()
+        self._closed = False
+
+    def put(self, task):
+        with self._cond:
+            if self._closed:
+                raise EngineClosed("the engine is closing; no new partitions")
+            task.seq = next(self._seq)
+            heapq.heappush(self._heap, task)
+            self._cond.notify()
+
+    def get(self):
+        """The next partition, or None once closed and empty."""
+        with self._cond:
+            while not self._heap:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            return heapq.heappop(self._heap)
+
+    def remove(self, pred):
+        """Take every queued partition with ``pred(task)`` out; returns them."""
+        with self._cond:
+            out = [t for t in self._heap if pred(t)]
+            if out:
+                self._heap = [t for t in self._heap if not pred(t)]
+                heapq.heapify(self._heap)
+            return out
+
+    def close(self):
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def counts(self):
+        with self._cond:
+            c = {k: 0 for k in PRIORITIES}
+            for t in self._heap:
+                c[_RANK_NAME[t.job.rank]] += 1
+            return c
+
+    def __len__(self):
+        return len(self._heap)
+
+
+class _Slots:
+    """``max_in_flight``: partitions admitted between submit and completion."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.used = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def acquire(self, n=1, block=True, cancelled=lambda: False):
+        with self._cond:
+            if self.limit is None:
+                self.used += n
+                return True
+            if not block:
+                if self.used + n > self.limit:
+                    return False
+                self.used += n
+                return True
+            while self.used + n > self.limit:
+                if cancelled():
+                    return False
+                self._cond.wait(0.1)
+            self.used += n
+            return True
+
+    def release(self, n=1):
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
+class _Device:
+    """One (real or simulated) device: its stage object, budget, interlock and workers."""
+
+    def __init__(self, index, stages, budget, interlock):
+        self.index, self.stages, self.budget, self.interlock = index, stages, budget, interlock
+        self.label = stages.device_label if stages.name != "cpu" else f"cpu:{index}"
+        self.workers = []                # [_WorkerState]
+        self.contexts = []
+
+
+class _WorkerState:
+    __slots__ = ("name", "index", "thread", "state", "job", "partition", "done")
+
+    def __init__(self, name, index):
+        self.name, self.index = name, index
+        self.thread = None
+        self.state, self.job, self.partition, self.done = "idle", None, None, 0
+
+    def snapshot(self):
+        return {"name": self.name, "state": self.state, "job": self.job,
+                "partition": self.partition, "done": self.done}
+
+
+def _resolve_devices(backend, devices):
+    """Device indices for the backend (``"auto"``: every CUDA device, or one CPU)."""
+    if backend == "cuda":
+        from .._native import _driver
+        count = _driver.device_count()
+        if devices == "auto" or devices is None:
+            return list(range(count))
+        if isinstance(devices, int) and not isinstance(devices, bool):
+            if not 1 <= devices <= count:
+                raise ValueError(f"devices={devices}: {count} CUDA device(s) here")
+            return list(range(devices))
+        idx = [int(d) for d in devices]
+        bad = [d for d in idx if not 0 <= d < count]
+        if bad or not idx:
+            raise ValueError(f"devices={devices!r}: valid ordinals are 0..{count - 1}")
+        return idx
+    if devices == "auto" or devices is None:
+        return [0]
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if devices < 1:
+            raise ValueError(f"devices must be >= 1, got {devices}")
+        return list(range(devices))
+    idx = list(devices)
+    if not idx:
+        raise ValueError("devices must not be empty")
+    return list(range(len(idx)))
+
+
+class Engine:
+    """A persistent prover: keys stay loaded, partitions are queued by priority and proved by
+    ``workers_per_gpu`` worker threads per device behind the device's interlock.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "cuda"}
+        "auto" picks CUDA when a device is usable (and logs its choice).
+    devices : "auto", int or sequence of int
+        CUDA: "auto" = every device, N = the first N, or ordinals.  CPU: N simulated devices
+        (each with its own workers, interlock and budget); "auto" = 1.
+    workers_per_gpu : int
+        Worker threads per device (>= 1).
+    lock_mode : {"coarse", "narrow", "two-lock"}
+        The interlock (see ``cuzk._engine._interlock``).
+    max_in_flight : int or None
+        Partitions admitted between submit and completion; ``submit`` blocks (or raises
+        :class:`EngineBusy` with ``block=False``) beyond it.  None = unbounded.
+    vram_budget : int or None
+        Bytes per device that keys and partitions may reserve (CPU: the host bytes the CPU
+        stages reserve).  None: the backend's default (CUDA: device memory less a margin;
+        CPU: unlimited, still counted).
+    threads : int or None
+        CPU threads for all workers together (None = all cores); each worker gets
+        ``max(1, threads // workers)``.
+    verify : bool
+        Verify every proof before it is returned (``ProofVerificationError`` otherwise).
+
+    Raises
+    ------
+    ValueError
+        A bad argument.
+    cuzk.BackendUnavailable
+        ``backend="cuda"`` without a usable device.
+    """
+
+    def __init__(self, backend="auto", devices="auto", workers_per_gpu=2, lock_mode="narrow",
+                 max_in_flight=None, vram_budget=None, threads=None, verify=True, *,
+                 stages=None, timeline_maxlen=200_000):
+        from .._args import threads_arg
+        from .._backend import resolve_backend
+        self.lock_mode = lock_mode_arg(lock_mode)
+        if int(workers_per_gpu) < 1:
+            raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
+        self.workers_per_gpu = int(workers_per_gpu)
+        if max_in_flight is not None and int(max_in_flight) < 1:
+            raise ValueError(f"max_in_flight must be >= 1 or None, got {max_in_flight}")
+        if vram_budget is not None and int(vram_budget) < 0:
+            raise ValueError(f"vram_budget must be >= 0 or None, got {vram_budget}")
+        self.verify = bool(verify)
+        if stages is None:
+            self.backend = resolve_backend(backend)
+            idx = _resolve_devices(self.backend, devices)
+        else:                            # stage objects given (tests: fault injection)
+            idx = _resolve_devices("cpu", devices)
+        factory = stages if callable(stages) else (lambda i: stages)
+        total_threads = threads_arg(threads) or (os.cpu_count() or 1)
+        n_workers = len(idx) * self.workers_per_gpu
+        self.threads_per_worker = max(1, total_threads // n_workers)
+        self.timeline = Timeline(maxlen=timeline_maxlen)
+        self._queue = _Queue()
+        self._slots = _Slots(None if max_in_flight is None else int(max_in_flight))
+        self.max_in_flight = self._slots.limit
+        self._keys = {}
+        self._keys_lock = threading.Lock()
+        self._jobs = {}                 # id -> _Job (pending ones)
+        self._jobs_lock = threading.Lock()
+        self._job_ids = itertools.count()
+        self._closing = False
+        self._closed = False
+        self._completed = 0
+        self._failed = 0
+        _nvtx.available()
+        self.devices = []
+        try:
+            for i, dev_idx in enumerate(idx):
+                if stages is None:
+                    from .._stages import stages_for
+                    st = stages_for(self.backend, threads=self.threads_per_worker,
+                                    device=dev_idx if self.backend == "cuda" else None)
+                else:
+                    st = factory(i)
+                    self.backend = st.name
+                budget = None
+                if vram_budget is not None or st.name == "cpu":
+                    from .._budget import Budget
+                    budget = Budget(vram_budget, name=f"{st.name}:{dev_idx}")
+                dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}"))
+                for w in range(self.workers_per_gpu):
+                    ctx = st.context(budget=budget, threads=self.threads_per_worker,
+                                     name=f"d{i}w{w}")
+                    dev.contexts.append(ctx)
+                    if dev.budget is None:
+                        dev.budget = getattr(ctx, "budget", None)
+                self.devices.append(dev)
+            for dev in self.devices:
+                for w, ctx in enumerate(dev.contexts):
+                    ws = _WorkerState(f"{dev.label} w{w}", w)
+                    self.timeline.workers[(dev.index, w)] = ws.name
+                    ws.thread = threading.Thread(target=self._worker, args=(dev, ws, ctx),
+                                                 name=f"cuzk-{dev.label}-w{w}", daemon=True)
+                    dev.workers.append(ws)
+            for dev in self.devices:
+                for ws in dev.workers:
+                    ws.thread.start()
+        except BaseException:
+            self.close(cancel_pending=True)
+            raise
+        log.info("engine: backend %s, %d device(s), %d worker(s) each, lock mode %s, "
+                 "%d thread(s) per worker", self.backend, len(self.devices),
+                 self.workers_per_gpu, self.lock_mode, self.threads_per_worker)
+
+    # ---- keys ---------------------------------------------------------------------------
+    def load(self, source, progress=True):
+        """Load a proving key once (cached by real path) and make it resident on every device.
+
+        Parameters
+        ----------
+        source : str, os.PathLike, ProvingKey or EngineKey
+            A bellperson ``.params`` file or a key already in memory.
+        progress : bool
+            Progress on stderr while reading and uploading (``cuzk._progress``).
+
+        Returns
+        -------
+        EngineKey
+
+        Raises
+        ------
+        cuzk.FormatError, OSError
+            The file cannot be read as parameters.
+        cuzk.BudgetError
+            The key does not fit a device's budget.
+        EngineClosed
+        """
+        self._check_open()
+        if isinstance(source, EngineKey):
+            if source.evicted:
+                raise EngineError(f"{source!r} was evicted; load it again")
+            return source
+        from .._params import ProvingKey
+        if isinstance(source, ProvingKey):
+            cache_key, path, pk = ("pk", id(source)), None, source
+        else:
+            path = os.path.realpath(os.fspath(source))
+            cache_key, pk = ("path", path), None
+        with self._keys_lock:
+            hit = self._keys.get(cache_key)
+            if hit is not None:             # the handle keeps the pk alive: ids are not reused
+                return hit
+            from .._progress import Progress
+            label = f"load {os.path.basename(path)}" if path else "load key"
+            with Progress(label, 1 + len(self.devices), enabled=bool(progress)) as bar:
+                if pk is None:
+                    from .._params import read_params
+                    pk = read_params(path, threads=self.threads_per_worker * self.workers_per_gpu)
+                bar.update(1)
+                resident = {}
+                try:
+                    for dev in self.devices:
+                        resident[dev.index] = dev.stages.load_key(pk, budget=dev.budget)
+                        bar.update(1)
+                except BaseException:
+                    for k in resident.values():
+                        k.release()
+                    raise
+            ek = EngineKey(pk, path, resident)
+            self._keys[cache_key] = ek
+            return ek
+
+    def evict(self, key):
+        """Release a key's resident copies and drop it from the cache.
+
+        Raises
+        ------
+        EngineError
+            Partitions of this key are still queued or running.
+        """
+        with self._keys_lock:
+            for ck, ek in list(self._keys.items()):
+                if ek is key or ek.pk is key or ek.path == key:
+                    if ek.in_use:
+                        raise EngineError(f"{ek!r} has {ek.in_use} partition(s) queued or "
+                                          f"running; evict it after they finish")
+                    del self._keys[ck]
+                    self._release_key(ek)
+                    return True
+        return False
+
+    @staticmethod
+    def _release_key(ek):
+        ek.evicted = True
+        for k in ek.resident.values():
+            k.release()
+
+    @property
+    def keys(self):
+        with self._keys_lock:
+            return list(self._keys.values())
+
+    # ---- jobs ---------------------------------------------------------------------------
+    def submit(self, key, assignments, priority="normal", *, block=True, randomizers=None):
+        """Queue a job: the partitions of one key.
+
+        Parameters
+        ----------
+        key : EngineKey, ProvingKey or path
+            Loaded (``load``) first when it is not an EngineKey.
+        assignments : Assignment or sequence of Assignment
+            The partitions, in proof order.
+        priority : {"low", "normal", "high", "critical"}
+        block : bool
+            With ``max_in_flight``: wait for room (True) or raise :class:`EngineBusy`.
+        randomizers : sequence of (r, s) or None
+            Per partition; None draws them from a CSPRNG (fixed values give reproducible bytes).
+
+        Returns
+        -------
+        JobFuture
+            Resolves to the concatenated 192-byte proofs in partition order, or raises the
+            typed error of the first partition that failed.
+
+        Raises
+        ------
+        EngineBusy, EngineClosed, ValueError
+        """
+        from .._assignment import Assignment
+        self._check_open()
+        rank = priority_arg(priority)
+        ek = self.load(key)
+        asgs = [assignments] if isinstance(assignments, Assignment) else list(assignments)
+        if not asgs:
+            raise ValueError("a job needs at least one assignment")
+        for i, a in enumerate(asgs):
+            if not isinstance(a, Assignment):
+                raise TypeError(f"assignment {i} is a {type(a).__name__}, not an Assignment")
+        if randomizers is None:
+            randomizers = [(None, None)] * len(asgs)
+        else:
+            randomizers = [tuple(rs) for rs in randomizers]
+            if len(randomizers) != len(asgs):
+                raise ValueError(f"{len(randomizers)} randomizer pairs for {len(asgs)} partitions")
+        job = _Job(next(self._job_ids), ek, len(asgs), rank, self)
+        job.t_submit = self.timeline.now()
+        if not block and not self._slots.acquire(job.n, block=False):
+            raise EngineBusy(f"max_in_flight={self.max_in_flight}: {self._slots.used} partition(s) "
+                             f"in flight, this job has {job.n}")
+        admitted = job.n if not block else 0
+        queued = 0
+        with self._jobs_lock:
+            self._jobs[job.id] = job
+        with self._keys_lock:
+            ek.in_use += job.n
+        try:
+            for i, (a, (r, s)) in enumerate(zip(asgs, randomizers)):
+                if block:
+                    if not self._slots.acquire(1, True, lambda: job.finished or self._closing):
+                        break
+                    admitted += 1
+                task = _Task(job, i, a, r, s)
+                task.t_queued = self.timeline.now()
+                self._queue.put(task)
+                queued += 1
+        finally:
+            # partitions never queued (cancelled, failed or closing meanwhile) give back
+            # their slot and key use; the queued ones do so when they complete or are dropped
+            if queued < job.n:
+                self._slots.release(admitted - queued)
+                with self._keys_lock:
+                    ek.in_use -= job.n - queued
+                if not job.finished:
+                    job.future.cancel()
+        return job.future
+
+    def prove(self, key, assignments, priority="normal", timeout=None, **kw):
+        """``submit(...).result(timeout)``."""
+        return self.submit(key, assignments, priority, **kw).result(timeout)
+
+    def _cancel_job(self, job):
+        """Take the job's queued partitions out (they release their slots and key uses)."""
+        with job.lock:
+            job.failed = True
+        dropped = self._queue.remove(lambda t: t.job is job)
+        for t in dropped:
+            self._partition_done(t, "cancelled")
+        with self._jobs_lock:
+            self._jobs.pop(job.id, None)
+
+    def _partition_done(self, task, status):
+        self._slots.release(1)
+        with self._keys_lock:
+            task.job.key.in_use -= 1
+            if status == "ok":
+                self._completed += 1
+            elif status == "error":
+                self._failed += 1
+
+    def _job_result(self, task, proof=None, error=None):
+        job = task.job
+        resolve = None
+        with job.lock:
+            if job.failed:
+                return
+            if error is not None:
+                job.failed = True
+                resolve = ("error", error)
+            else:
+                job.results[task.index] = proof
+                job.remaining -= 1
+                if job.remaining == 0:
+                    resolve = ("ok", b"".join(job.results))
+        if resolve is None:
+            return
+        with self._jobs_lock:
+            self._jobs.pop(job.id, None)
+        try:
+            if resolve[0] == "ok":
+                job.future.set_result(resolve[1])
+            else:
+                job.future.set_exception(resolve[1])
+        except concurrent.futures.InvalidStateError:
+            pass                            # cancelled meanwhile: the result is dropped
+        if resolve[0] == "error":
+            for t in self._queue.remove(lambda t: t.job is job):
+                self._partition_done(t, "cancelled")
+
+    # ---- workers ------------------------------------------------------------------------
+    def _worker(self, dev, ws, ctx):
+        while True:
+            task = self._queue.get()
+            if task is None:
+                ws.state = "exited"
+                return
+            try:
+                self._run_partition(dev, ws, ctx, task)
+            except BaseException:           # a bug in the engine itself: never kill the worker
+                log.exception("engine worker %s: internal error", ws.name)
+
+    def _run_partition(self, dev, ws, ctx, task):
+        tl, job = self.timeline, task.job
+        d, w = dev.index, ws.index
+        t_deq = tl.now()
+        tl.add("queued", "queue", d, w, job.id, task.index, job.rank, task.t_queued, t_deq)
+        if job.finished:
+            self._partition_done(task, "skipped")
+            tl.add("partition", "partition", d, w, job.id, task.index, job.rank, t_deq, tl.now(),
+                   {"status": "skipped"})
+            return
+        ws.state, ws.job, ws.partition = "running", job.id, task.index
+        st, lock = dev.stages, dev.interlock
+        key = job.key.resident[d]
+        part = done = proof = None
+        stage, holds, seen_timings = None, {}, {}
+        t_stage = None
+
+        def record(kind, name, t0, args=None):
+            tl.add(kind, name, d, w, job.id, task.index, job.rank, t0, tl.now(), args)
+
+        try:
+            for kind, name in lock.plan:
+                if kind == ACQUIRE:
+                    ws.state = f"waiting {name}"
+                    t0 = tl.now()
+                    lock.acquire(name, job.rank)
+                    record("wait", name, t0)
+                    holds[name] = tl.now()
+                    _nvtx.push(f"hold {name}")
+                elif kind == RELEASE:
+                    lock.release(name)
+                    _nvtx.pop()
+                    record("hold", name, holds.pop(name))
+                else:
+                    stage, ws.state = name, name
+                    t_stage = tl.now()
+                    with _nvtx.nvtx_range(name):
+                        if name == "prepare":
+                            part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s)
+                            part.index = task.index
+                        elif name == "run":
+                            done = st.run(part)
+                        elif name == "sync":
+                            done.synchronize()
+                        else:
+                            args = self._stage_args(name, part, seen_timings)
+                            proof = st.finish(part, verify=self.verify)
+                    if name != "finish":
+                        args = self._stage_args(name, part, seen_timings)
+                    else:
+                        args.update(self._stage_args(name, part, seen_timings, sizes=False))
+                    record("stage", name, t_stage, args)
+                    stage = t_stage = None
+        except BaseException as e:
+            if part is not None:
+                try:
+                    st.abort(part)
+                except BaseException:       # the first error is the one the job reports
+                    log.exception("engine: abort of job %d partition %d failed", job.id,
+                                  task.index)
+            for name in reversed(lock.held()):
+                lock.release(name)
+                _nvtx.pop()
+                record("hold", name, holds.pop(name, t_deq))
+            if stage is not None:
+                record("stage", stage, t_stage, {"error": f"{type(e).__name__}: {e}"})
+            if hasattr(e, "add_note"):
+                e.add_note(f"cuzk engine: job {job.id} partition {task.index} of {job.n}, "
+                           f"stage {stage or '?'}, worker {ws.name}, lock mode {self.lock_mode}")
+            self._job_result(task, error=e)
+            status = "error"
+        else:
+            self._job_result(task, proof=proof)
+            status = "ok"
+        finally:
+            ws.state, ws.job, ws.partition = "idle", None, None
+        ws.done += 1
+        self._partition_done(task, status)
+        tl.add("partition", "partition", d, w, job.id, task.index, job.rank, t_deq, tl.now(),
+               {"status": status})
+
+    @staticmethod
+    def _stage_args(name, part, seen, sizes=True):
+        """Timeline args of a stage: the part.timings entries it added, reserved/uploaded bytes."""
+        args = {}
+        if part is None:
+            return args
+        t = getattr(part, "timings", None) or {}
+        new = {k: v - seen.get(k, 0.0) for k, v in t.items()
+               if isinstance(v, (int, float)) and v != seen.get(k)}
+        seen.update({k: v for k, v in t.items() if isinstance(v, (int, float))})
+        if new:
+            args["timings"] = new
+        if sizes:
+            rb = getattr(part, "reserved_bytes", None)
+            if rb:
+                args["reserved_bytes"] = int(rb)
+            ub = getattr(part, "bytes_uploaded", None)
+            if ub:
+                args["uploaded_bytes"] = int(ub)
+        return args
+
+    # ---- state --------------------------------------------------------------------------
+    def status(self):
+        """A snapshot: devices (workers, budget, locks), keys and where they live, queued
+        partitions per priority, partitions in flight, completed and failed counts."""
+        with self._keys_lock:
+            keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
+                     "where": k.where, "in_use": k.in_use} for k in self._keys.values()]
+        with self._jobs_lock:
+            jobs = len(self._jobs)
+        return {
+            "backend": self.backend, "lock_mode": self.lock_mode, "verify": self.verify,
+            "closed": self._closed, "closing": self._closing,
+            "threads_per_worker": self.threads_per_worker,
+            "devices": [{"index": dv.index, "label": dv.label,
+                         "workers": [ws.snapshot() for ws in dv.workers],
+                         "budget": dv.budget.snapshot() if dv.budget is not None else None,
+                         "locks": dv.interlock.snapshot()} for dv in self.devices],
+            "keys": keys, "queued": self._queue.counts(), "in_flight": self._slots.used,
+            "max_in_flight": self.max_in_flight, "jobs_pending": jobs,
+            "completed": self._completed, "failed": self._failed,
+        }
+
+    def _check_open(self):
+        if self._closing:
+            raise EngineClosed("the engine is closed")
+
+    def close(self, cancel_pending=False, timeout=None):
+        """Stop taking work, finish (or with ``cancel_pending`` cancel) the queued partitions,
+        join the workers and release every key and worker context.
+
+        Parameters
+        ----------
+        cancel_pending : bool
+            Cancel the queued partitions' jobs instead of proving them (partitions already
+            running finish).
+        timeout : float or None
+            Seconds to wait for the workers; raises :class:`EngineError` if they are still
+            running then (nothing is released in that case).
+        """
+        if self._closed:
+            return
+        self._closing = True
+        if cancel_pending:
+            with self._jobs_lock:
+                jobs = list(self._jobs.values())
+            for job in jobs:
+                job.future.cancel()
+        self._queue.close()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for dev in self.devices:
+            for ws in dev.workers:
+                if ws.thread is not None and ws.thread.is_alive():
+                    ws.thread.join(None if deadline is None
+                                   else max(0.0, deadline - time.monotonic()))
+                    if ws.thread.is_alive():
+                        raise EngineError(f"close: worker {ws.name} still running after "
+                                          f"{timeout} s")
+        with self._keys_lock:
+            keys, self._keys = list(self._keys.values()), {}
+        for ek in keys:
+            self._release_key(ek)
+        for dev in self.devices:
+            for ctx in dev.contexts:
+                try:
+                    ctx.close()
+                except Exception:
+                    log.exception("engine: closing a worker context failed")
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        self.close(cancel_pending=exc_type is not None)
+        return False
+
+    def __repr__(self):
+        return (f"Engine({self.backend}, {len(self.devices)} device(s) x {self.workers_per_gpu} "
+                f"worker(s), {self.lock_mode})")

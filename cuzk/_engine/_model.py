@@ -1,0 +1,156 @@
+"""An abstract model of the lock + budget protocol, explored exhaustively for deadlocks.
+
+Each worker runs ``rounds`` partitions, each one the step sequence of a plan
+(``_interlock.PLANS``, the very tuples the engine executes).  Step semantics:
+
+* ``("acquire", L)``: enabled when no other worker holds ``L``; ``("release", L)``: always.
+* ``("stage", "prepare")``: reserves ``units`` of the budget; enabled only when they fit (the
+  real ``Budget.reserve(block=True)`` waits); a reservation larger than the whole budget fails
+  at once (the abort path).  ``("stage", "finish")`` frees the partition's units.
+  ``("reserve", k)`` / ``("free",)`` express other protocols (for the negative tests).
+* with ``failures=True`` every stage step may also fail: the worker aborts (frees its units,
+  releases its locks, as the engine's abort path does) and starts its next round.
+
+:func:`explore` visits every reachable state (depth-first, memoised) and reports the first
+state where some worker is unfinished and no worker can move (a deadlock), or a final state
+that still holds a lock or budget units (a leak), with the step trace that reaches it.
+"""
+from dataclasses import dataclass, field
+
+__all__ = ["ModelResult", "explore"]
+
+
+@dataclass
+class ModelResult:
+    """``states`` visited; ``deadlock``/``leak``: None, or the trace reaching one."""
+    states: int
+    deadlock: list = None
+    leak: list = None
+    finals: int = 0
+    detail: str = ""
+    notes: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return self.deadlock is None and self.leak is None
+
+
+def _effects(step, units):
+    """(reserve units, frees?, can fail?) of one step."""
+    kind = step[0]
+    if kind == "stage":
+        name = step[1]
+        if name == "prepare":
+            return units, False, True
+        if name == "finish":
+            return 0, True, True
+        return 0, False, True
+    if kind == "reserve":
+        return int(step[1]), False, True
+    if kind == "free":
+        return 0, True, False
+    return 0, False, False
+
+
+def explore(plans, budget, units=1, rounds=2, key_units=0, failures=False, max_states=2_000_000):
+    """Explore every interleaving of the workers' plans.
+
+    Parameters
+    ----------
+    plans : sequence of plan tuples
+        One per worker (pass the same plan several times for identical workers).
+    budget : int
+        Budget size in units (``None`` = unlimited).
+    units : int
+        Units one partition's ``prepare`` reserves.
+    rounds : int
+        Partitions per worker.
+    key_units : int
+        Units reserved up front for the resident key.
+    failures : bool
+        Also explore a failure at every stage step.
+
+    Returns
+    -------
+    ModelResult
+    """
+    plans = [tuple(p) for p in plans]
+    nw = len(plans)
+    total = float("inf") if budget is None else int(budget)
+    # worker state: (round, pc, reserved units, held locks as a sorted tuple)
+    start = tuple((0, 0, 0, ()) for _ in range(nw))
+    seen = {start}
+    stack = [(start, ())]
+    result = ModelResult(states=0)
+
+    def used(state):
+        return key_units + sum(w[2] for w in state)
+
+    def owner(state, lock):
+        for i, w in enumerate(state):
+            if lock in w[3]:
+                return i
+        return None
+
+    while stack:
+        state, trace = stack.pop()
+        result.states += 1
+        if result.states > max_states:
+            raise RuntimeError(f"model: more than {max_states} states")
+        succ = []
+        for i, (rnd, pc, res, held) in enumerate(state):
+            if rnd >= rounds:
+                continue
+            plan = plans[i]
+            step = plan[pc]
+            nxt_pc, nxt_rnd = pc + 1, rnd
+            if nxt_pc == len(plan):
+                nxt_pc, nxt_rnd = 0, rnd + 1
+            kind = step[0]
+            want, frees, can_fail = _effects(step, units)
+            new = None
+            if kind == "acquire":
+                if owner(state, step[1]) is None:
+                    new = (nxt_rnd, nxt_pc, res, tuple(sorted(held + (step[1],))))
+            elif kind == "release":
+                new = (nxt_rnd, nxt_pc, res, tuple(h for h in held if h != step[1]))
+            elif want:
+                if key_units + want > total:
+                    can_fail = True              # BudgetError at once: only the abort path
+                elif used(state) + want <= total:
+                    new = (nxt_rnd, nxt_pc, res + want, held)
+            elif frees:
+                new = (nxt_rnd, nxt_pc, 0, held)
+            else:
+                new = (nxt_rnd, nxt_pc, res, held)
+            if new is not None:
+                succ.append((i, step, new))
+            if (failures and can_fail) or (want and key_units + want > total):
+                succ.append((i, ("fail",) + step, (rnd + 1, 0, 0, ())))
+        if not succ:
+            if any(w[0] < rounds for w in state):
+                result.deadlock = list(trace)
+                result.detail = _describe(state, plans, used(state), budget)
+                return result
+            result.finals += 1
+            if used(state) != key_units or any(w[3] for w in state):
+                result.leak = list(trace)
+                result.detail = _describe(state, plans, used(state), budget)
+                return result
+            continue
+        for i, step, new in succ:
+            nstate = state[:i] + (new,) + state[i + 1:]
+            if nstate not in seen:
+                seen.add(nstate)
+                stack.append((nstate, trace + ((i, step),)))
+    return result
+
+
+def _describe(state, plans, used, budget):
+    lines = [f"budget {used}/{budget}"]
+    for i, (rnd, pc, res, held) in enumerate(state):
+        at = plans[i][pc] if pc < len(plans[i]) else None
+        if rnd >= 0 and at is not None and res == 0 and not held and pc == 0:
+            at = at  # idle between partitions
+        lines.append(f"worker {i}: round {rnd}, next {at}, reserved {res}, holds {list(held)}")
+    return "; ".join(lines)
