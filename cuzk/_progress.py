@@ -30,7 +30,7 @@ _WIDTH = 30
 def _line_interval() -> float:
     v = os.environ.get("CUZK_PROGRESS_INTERVAL")
     try:
-        return max(0.05, float(v)) if v else LINE_INTERVAL
+        return max(0.0, float(v)) if v else LINE_INTERVAL
     except ValueError:
         return LINE_INTERVAL
 
@@ -52,7 +52,7 @@ class Progress:
         Where to write (default ``sys.stderr``, looked up when the Progress is made).
     interval : float or None
         Seconds between lines in line style (default :data:`LINE_INTERVAL`, or
-        ``$CUZK_PROGRESS_INTERVAL``).
+        ``$CUZK_PROGRESS_INTERVAL``); 0 writes a line at every update.
     force : bool
         Old spelling of ``tty=True``.
     """
@@ -113,12 +113,12 @@ class Progress:
                 self._draw(now)
 
     def _heartbeat(self):
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(max(self.interval, 0.05)):
             with self._lock:
                 if self._closed or not self.enabled:
                     return
                 now = time.perf_counter()
-                if now - self._last >= self.interval * 0.99:
+                if now - self._last >= max(self.interval, 0.05) * 0.99:
                     self._draw(now)
 
     def __enter__(self):
