@@ -101,15 +101,15 @@ def _check_out_dir(path):
 # ----------------------------------------------------------------------------- reporting
 
 def _ran_on(t, requested):
-    """'backend: cpu (auto: <why no CUDA>)' / 'backend: cuda, device 0 (NVIDIA H200)'."""
+    """'backend: cpu; auto chose the CPU: <why>' / 'backend: cuda, device: <label>'."""
     name = t.get("backend")
     if name is None:                      # an older prover: say what resolve_backend picks
         from ._backend import resolve_backend
         name = resolve_backend(requested)
     s = f"backend: {name}"
     dev = t.get("device")
-    if dev is not None and dev != "":
-        s += f", device {dev}" if isinstance(dev, int) else f" ({dev})"
+    if dev not in (None, "", name):      # the CPU backend labels its device "cpu"
+        s += f", device: {dev}"
     if requested == "auto" and name == "cpu":
         from ._backend import cuda_available
         ok, reason = cuda_available()

@@ -304,7 +304,7 @@ def test_prove_self_verifies_by_default_and_says_where_it_ran(capsys, keydir, tm
     out = tmp_path / "p.bin"
     rc, stdout, _ = run(capsys, *_prove_args(keydir, out))
     assert rc == 0 and out.stat().st_size == 192
-    assert "verified: OK" in stdout and "backend: cpu" in stdout
+    assert "verified: OK" in stdout and "backend: cpu" in stdout and "(cpu)" not in stdout
     rc, stdout, _ = run(capsys, *_prove_args(keydir, out), "--no-verify")
     assert rc == 0 and "not verified (--no-verify)" in stdout
     rc, stdout, _ = run(capsys, *_prove_args(keydir, out), "--verify")     # old flag: no-op
@@ -322,7 +322,7 @@ def test_prove_passes_verify_and_reports_device(capsys, keydir, tmp_path, monkey
     monkeypatch.setattr(prover, "prove_partitions", fake)
     rc, stdout, _ = run(capsys, *_prove_args(keydir, tmp_path / "p.bin"))
     assert rc == 0 and seen == {"verify": True, "n": 1}
-    assert "backend: cuda (NVIDIA H200 (device 0))" in stdout
+    assert "backend: cuda, device: NVIDIA H200 (device 0)" in stdout
     run(capsys, *_prove_args(keydir, tmp_path / "p.bin"), "--no-verify")
     assert seen["verify"] is False
 
