@@ -513,7 +513,8 @@ def test_help_texts_defaults_version(capsys):
     from cuzk import __version__
     from cuzk._cli import _parser
     p = _parser()
-    subs = next(a for a in p._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    import argparse
+    subs = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
     for name, sp in subs.choices.items():
         for a in sp._actions:
             if a.dest != "help":
