@@ -1,18 +1,27 @@
-"""G1 multi-scalar multiplication on a CUDA device (bucket method; kernels in
-``cuzk/cu/msm/msm.cu``, program "msm").
+"""Multi-scalar multiplication on a CUDA device, G1 and G2 (Pippenger; kernels and their
+contracts in ``cuzk/cu/msm/msm.cuh``, program "msm").
 
-``msm_g1(points, scalars)`` takes the CPU's layouts — affine Montgomery points uint64 (n, 12)
-(all-zero rows = infinity) and canonical scalars uint64 (n, 4), < 2^255 — and returns the
-affine Montgomery sum uint64 (12,), the same bytes as ``cuzk._native._msm.msm(points,
-scalars, "g1")``.
+Device-resident interface (the prover's stages; bases stay in device memory across calls):
 
-Steps (one stream, stream-ordered pool memory, one synchronization at the end): upload;
-count the bucket sizes of every c-bit window (c from the size, ``window_bits``); their
-exclusive prefix sum (one block); a counting sort of point indices by bucket; one thread per
-bucket sums its points in XYZZ coordinates; P blocks per window reduce Σ d·B_d; the host
-sums the W·P partial window sums by Horner's rule in C (``_field.g1_xyzz_horner``: 255
-doublings are a latency chain one CPU core runs faster than one GPU thread) and converts to
-affine.  A first GPU MSM: unsigned digits, no precomputation, the SRS is uploaded per call.
+* ``msm_plan(n, group, device, npoints, c, indexed, k, segment)`` -> ``MsmPlan``: window width,
+  windows, partial sums per window, the device scratch bytes one ``enqueue_msm`` allocates from
+  the pool and the rows of the host result slice; pure arithmetic, nothing is allocated.
+* ``enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, ...)`` enqueues the
+  whole MSM on ``stream`` (stream-ordered scratch from ``pool``), copies the W·P partial window
+  sums into ``host_view`` (pinned, the caller's) and returns a ``PendingPoint``: no host
+  synchronization.  ``PendingPoint.value()`` finishes by Horner's rule on the CPU after the
+  caller's stream sync.
+* ``precompute_bases(plan, stream, d_points_ptr, d_table_ptr)`` fills a table of
+  ``plan.k`` shifted copies of fixed bases (``plan.precompute_bytes``): an MSM over it processes
+  ceil(W/k) windows instead of W.
+
+Numpy conveniences on top (upload, enqueue, sync; tests and simple callers): ``msm_g1``,
+``msm_g1_indexed``, ``msm_g2``, ``msm_g2_indexed`` take the CPU's layouts and return the bytes
+of ``cuzk._native._msm.msm`` / ``msm_indexed``.
+
+Scalars: 4 x 64-bit little-endian limbs per scalar, ``scalar_form="canonical"`` (< 2^255) or
+``"montgomery"`` (x·2^256 mod r for x < r, the blstrs layout the NTT leaves on the device;
+converted inside the digit kernels).
 """
 
 import logging
@@ -23,12 +32,21 @@ import time
 import numpy as np
 
 from . import _kernels
+from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
-from ._native import _field
 
-__all__ = ["msm_g1", "msm_g1_indexed", "window_bits"]
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS",
+           "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
-_XYZZ_BYTES = 4 * 48
+SCALAR_FORMS = ("canonical", "montgomery")
+_R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+_GROUPS = ("g1", "g2")
+_C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 20
+_SEGMENT = 64              # default entries per segment (bench: --segment)
+_MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
+_ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
+_THREADS = 256             # digit kernels
+_SUM_THREADS = 128         # segment-sum kernels
 
 _kernels.register("msm", "msm/msm.cu")
 log = logging.getLogger("cuzk.msm")
@@ -36,24 +54,149 @@ log = logging.getLogger("cuzk.msm")
 _PROFILE = os.environ.get("CUZK_MSM_PROFILE", "0") not in ("", "0")
 
 
-def window_bits(n):
-    """Window width c for n points.  A bucket is summed by one thread, so every window must
-    spread the points evenly: only widths whose top window (bits c·(W−1) .. 254) is (nearly)
-    full are used — 5 (255 = 51·5), 8 (top window 7 bits), 15 (255 = 17·15), 16 (top 15 bits).
-    A 3-bit top window (c = 12 or 14) put n/8 points into each of its buckets: 144 ms of one
-    thread's additions at n = 2^16 (bench/RESULTS.md)."""
-    if n < 1 << 9:
-        return 5
-    if n < 1 << 16:
-        return 8
-    return 15 if n < 1 << 20 else 16
+def _windows(c, k=1):
+    """(W, Wk): signed-digit windows of a scalar < 2^255 (the top one never carries out) and
+    windows processed with k precomputed copies."""
+    W = -(-256 // c)
+    return W, -(-W // k)
 
 
-def _window_split(c):
-    """(blocks per window P, threads per block) for cuzk_msm_windows."""
-    segs = min(256, 1 << max(0, c - 2))
-    parts = max(1, min(8, (1 << c) // (segs * 4)))
-    return parts, segs
+def _cost(n, c, k=1):
+    """Relative cost of an n-point MSM at width c: one mixed addition per entry (n·W at most)
+    plus the window reduction (2 XYZZ additions per bucket, ~1.5 mixed ones each)."""
+    W, Wk = _windows(c, k)
+    return n * W + 3 * Wk * (1 << (c - 1))
+
+
+def window_bits(n, k=1):
+    """Window width c for n scalars (k precomputed copies of the bases): the minimum of
+    ``_cost`` over c = 3..20, for uniform scalars (skewed ones make fewer entries, never more:
+    the segmented bucket sums keep every thread at <= S additions whatever the distribution)."""
+    return min(range(3, _C_AUTO_MAX + 1), key=lambda c: (_cost(max(int(n), 1), c, k), c))
+
+
+def _pow2_floor(x):
+    return 1 << (max(int(x), 1).bit_length() - 1)
+
+
+def _window_split(c, Wk, sm_count):
+    """(blocks per window P, threads per block) of the window kernel: H = 2^(c−1) buckets split
+    evenly (both powers of two, P·threads divides H), >= 8 buckets per thread where possible
+    (each thread also pays a 32-doubling multiplication), ~4 blocks per SM in all."""
+    H = 1 << (c - 1)
+    segs = min(256, max(1, H // 8))
+    P = 1
+    while H // (2 * P * segs) >= 8 and Wk * P < 4 * sm_count:
+        P *= 2
+    return P, segs
+
+
+def _levels(m, S):
+    """Segment steps until every bucket holds <= 1 sum, m = the most items one bucket can get."""
+    levels, m = 1, -(-m // S)
+    while m > 1:
+        m, levels = -(-m // S), levels + 1
+    return levels
+
+
+def _align(nbytes):
+    return -(-max(int(nbytes), 1) // _ALIGN) * _ALIGN
+
+
+class MsmPlan:
+    """Sizes and launch shapes of one MSM (``msm_plan``); read-only.
+
+    Attributes: ``n`` scalars, ``npoints`` bases (N), ``group``, ``c`` window width, ``W``
+    signed-digit windows, ``k`` precomputed copies (1: none), ``Wk`` windows processed
+    (ceil(W/k)), ``H`` buckets per window (2^(c−1)), ``nb`` buckets (Wk·H), ``S`` entries per
+    segment, ``levels`` segment steps, ``P`` partial sums per window, ``host_rows`` = Wk·P (rows
+    of the pinned result slice, ``XYZZ_WORDS[group]`` uint64 each), ``scratch_bytes`` (device
+    bytes ``enqueue_msm`` takes from the pool, alignment included), ``precompute_bytes`` (bytes
+    of the k-copy base table, 0 when k = 1), ``indexed``, ``device``.
+    """
+
+    __slots__ = ("n", "npoints", "group", "c", "W", "k", "Wk", "H", "nb", "S", "levels", "P", "segs",
+                 "host_rows", "buffers", "scratch_bytes", "precompute_bytes", "indexed", "device",
+                 "sm_count")
+
+    def __repr__(self):
+        return (f"MsmPlan(n={self.n}, npoints={self.npoints}, group={self.group!r}, c={self.c}, "
+                f"W={self.W}, k={self.k}, Wk={self.Wk}, S={self.S}, levels={self.levels}, P={self.P}, "
+                f"scratch_bytes={self.scratch_bytes}, precompute_bytes={self.precompute_bytes})")
+
+
+def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None):
+    """Plan an MSM of ``n`` scalars over ``npoints`` resident bases.
+
+    Parameters
+    ----------
+    n : int
+        Scalars (0 allowed: ``enqueue_msm`` then returns infinity without touching the device).
+    group : {"g1", "g2"}
+    device : Device, int or None
+        Sizes launch shapes by its SM count (None: device 0).
+    npoints : int or None
+        Bases N (None: n).  Not indexed: n <= N, scalar i multiplies base i.
+    c : int or None
+        Window width, 2..24 (None: ``window_bits(n, k)``).
+    indexed : bool
+        Scalar i multiplies base idx[i] (``d_idx_ptr`` of ``enqueue_msm``).
+    k : int
+        Precomputed copies of the bases (``precompute_bases``); 1: none.
+    segment : int or None
+        Entries per segment S >= 2 (None: 64).
+
+    Raises
+    ------
+    ValueError
+        Unknown group, sizes out of range (k·N >= 2^31: the entries' 31-bit point index; n >= 2^32;
+        W·2^(c−1) >= 2^32 buckets), c or S out of range.
+    """
+    if group not in _GROUPS:
+        raise ValueError(f"group must be one of {_GROUPS}, got {group!r}")
+    n = int(n)
+    N = n if npoints is None else int(npoints)
+    k, S = int(k), _SEGMENT if segment is None else int(segment)
+    if n < 0 or N < 0:
+        raise ValueError(f"n and npoints must be >= 0, got {n}, {N}")
+    if n >= 1 << 32:
+        raise ValueError(f"at most 2^32 - 1 scalars, got {n}")
+    if not indexed and n > N:
+        raise ValueError(f"{n} scalars but only {N} points (not indexed)")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if k * N >= _MAX_INDEX:
+        raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
+    if S < 2:
+        raise ValueError(f"segment must be >= 2, got {S}")
+    c = window_bits(n, k) if c is None else int(c)
+    if not _C_MIN <= c <= _C_MAX:
+        raise ValueError(f"c must be in {_C_MIN}..{_C_MAX}, got {c}")
+    W, Wk = _windows(c, k)
+    if k > W:
+        raise ValueError(f"k = {k} copies but only W = {W} windows at c = {c}")
+    H = 1 << (c - 1)
+    nb = Wk * H
+    if nb >= 1 << 32:
+        raise ValueError(f"{nb} buckets (c = {c}) >= 2^32")
+    if device is None or isinstance(device, int):
+        device = _driver().Device.get(device or 0)
+    p = MsmPlan()
+    p.n, p.npoints, p.group, p.c, p.W, p.k, p.Wk, p.H, p.nb, p.S = n, N, group, c, W, k, Wk, H, nb, S
+    p.indexed, p.device, p.sm_count = bool(indexed), device, int(device.sm_count)
+    p.levels = _levels(max(n, 1) * k, S)
+    p.P, p.segs = _window_split(c, Wk, p.sm_count)
+    p.host_rows = Wk * p.P if n else 0
+    xyzz = XYZZ_WORDS[group] * 8
+    entries = n * W                                   # at most one entry per (scalar, window)
+    sums1 = -(-entries // S) + nb                     # Σ_b ceil(cnt_b / S) <= entries/S + nb
+    sums2 = -(-sums1 // S) + nb if p.levels > 1 else 0
+    p.buffers = (("counts", nb * 4), ("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8),
+                 ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
+                 ("windows", p.host_rows * xyzz)) if n else ()
+    p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
+    p.precompute_bytes = k * N * AFFINE_WORDS[group] * 8 if k > 1 else 0
+    return p
 
 
 def _driver():
@@ -70,102 +213,62 @@ def _state(device):
                      lambda dev: DeviceState(_driver(), dev, "msm"))
 
 
-def _check_points(points):
-    if not isinstance(points, np.ndarray) or points.dtype != np.uint64 or points.ndim != 2 \
-            or points.shape[1] != 12:
-        raise ValueError("points must be a uint64 array of shape (n, 12)")
-    if points.shape[0] >= 1 << 32:
-        raise ValueError("at most 2^32 - 1 points")
-    return np.ascontiguousarray(points)
+def _grid(items, threads, sm_count, per_sm):
+    return max(1, min(-(-max(items, 1) // threads), sm_count * per_sm))
 
 
-def _check_scalars(scalars):
-    if not isinstance(scalars, np.ndarray) or scalars.dtype != np.uint64 or scalars.ndim != 2 \
-            or scalars.shape[1] != 4:
-        raise ValueError("scalars must be a uint64 array of shape (n, 4)")
-    if scalars.shape[0] >= 1 << 32:
-        raise ValueError("at most 2^32 - 1 scalars")
-    big = np.flatnonzero(scalars[:, 3] >> np.uint64(63))
-    if big.size:
-        raise ValueError(f"scalars[{int(big[0])}] >= 2^255")
-    return np.ascontiguousarray(scalars)
+def _scan_threads(nb):
+    return min(1024, max(32, _pow2_floor(-(-nb // 16))))
 
 
-def _check(points, scalars):
-    points, scalars = _check_points(points), _check_scalars(scalars)
-    if points.shape[0] != scalars.shape[0]:
-        raise ValueError(f"points and scalars differ in length: {points.shape[0]} vs {scalars.shape[0]}")
-    return points, scalars
-
-
-def msm_g1(points, scalars, device=None, stream=None, c=None):
-    """Σ scalars[i]·points[i] over G1 on the GPU.
+def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
+                scalar_form="canonical"):
+    """Enqueue Σ scalars[i]·points[i] (or points[idx[i]]) on ``stream``; no host synchronization.
 
     Parameters
     ----------
-    points : numpy.ndarray
-        uint64 (n, 12): affine Montgomery G1 points (all-zero rows: infinity), the CPU layout.
-    scalars : numpy.ndarray
-        uint64 (n, 4): canonical scalars, each < 2^255.
-    device : Device, int or None
-    stream : Stream or None
-        None: a stream private to the calling thread.  The call returns the result.
-    c : int or None
-        Window width in bits (4..16); None: ``window_bits(n)`` (other widths are slower for
-        uniform scalars: see there).
+    plan : MsmPlan
+    stream : Stream
+    pool : MemPool
+        Scratch (``plan.scratch_bytes``) is allocated and freed stream-ordered on ``stream``.
+    d_points_ptr : int
+        Device affine bases in the CPU layout (``AFFINE_WORDS[group]`` uint64 per point, all-zero
+        = infinity); with ``plan.k > 1`` the table filled by ``precompute_bases``.
+    d_scalars_ptr : int
+        Device scalars uint64 (n, 4) in ``scalar_form``; canonical < 2^255, Montgomery < r (not
+        checked on the device).
+    host_view : numpy.ndarray
+        uint64 (plan.host_rows, XYZZ_WORDS[group]), pinned; written by a device-to-host copy on
+        ``stream``.
+    d_idx_ptr : int
+        Device uint32 (n,) base indices < npoints when ``plan.indexed``, else 0.
+    scalar_form : {"canonical", "montgomery"}
 
     Returns
     -------
-    numpy.ndarray
-        uint64 (12,): the affine Montgomery sum (all-zero = infinity), the bytes of
-        ``cuzk._native._msm.msm(points, scalars, "g1")``.
+    PendingPoint (ReadyPoint infinity when n == 0); ``.value()`` after the stream is synchronized.
+
+    Raises
+    ------
+    ValueError
+        A bad scalar_form, a host_view of the wrong shape, an index pointer that does not match
+        ``plan.indexed``.
     """
-    points, scalars = _check(points, scalars)
-    return _run(points, scalars, None, device, stream, c)
-
-
-def msm_g1_indexed(points, scalars, idx, device=None, stream=None, c=None):
-    """Σ scalars[i]·points[idx[i]] over G1 on the GPU (the prover's tail MSMs): the bytes of
-    ``cuzk._native._msm.msm_indexed(points, scalars, idx, "g1")``.
-
-    ``points`` uint64 (N, 12), ``scalars`` uint64 (n, 4) < 2^255, ``idx`` integer (n,) in
-    [0, N).  Other parameters as ``msm_g1``.
-    """
-    points = _check_points(points)
-    scalars = _check_scalars(scalars)
-    idx = np.ascontiguousarray(idx)
-    if idx.ndim != 1 or idx.shape[0] != scalars.shape[0] or not np.issubdtype(idx.dtype, np.integer):
-        raise ValueError(f"idx must be an integer array of shape ({scalars.shape[0]},)")
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= points.shape[0]):
-        bad = int(np.flatnonzero((idx < 0) | (idx >= points.shape[0]))[0])
-        raise ValueError(f"idx[{bad}] = {int(idx[bad])} is outside [0, {points.shape[0]})")
-    return _run(points, scalars, idx.astype(np.uint32), device, stream, c)
-
-
-def _run(points, scalars, idx, device, stream, c):
-    n = scalars.shape[0]
-    if n == 0 or points.shape[0] == 0:
-        return np.zeros(12, dtype=np.uint64)
-    c = window_bits(n) if c is None else int(c)
-    if not 4 <= c <= 16:
-        raise ValueError(f"c must be in 4..16, got {c}")
-    W = -(-255 // c)
-    nb = W << c
+    if scalar_form not in SCALAR_FORMS:
+        raise ValueError(f"scalar_form must be one of {SCALAR_FORMS}, got {scalar_form!r}")
+    if bool(d_idx_ptr) != plan.indexed:
+        raise ValueError("d_idx_ptr must be given exactly when the plan is indexed")
+    g = plan.group
+    if plan.n == 0:
+        return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
+    rows = XYZZ_WORDS[g]
+    if not isinstance(host_view, np.ndarray) or host_view.dtype != np.uint64 \
+            or host_view.shape != (plan.host_rows, rows) or not host_view.flags.c_contiguous:
+        raise ValueError(f"host_view must be C-contiguous uint64 ({plan.host_rows}, {rows})")
     d = _driver()
-    st = _state(device)
-    s = stream if stream is not None else st.streams()[0]
-    bufs = []
-
-    def alloc(nbytes):
-        b = st.pool.alloc(max(nbytes, 4), s)
-        bufs.append(b)
-        return b
-
-    def upload(a):
-        b = alloc(a.nbytes)
-        d.copy_htod(b, a, a.nbytes, s)
-        return b
-
+    st = _state(plan.device)
+    s = stream
+    buf = {}
     marks = []
 
     def mark(name):
@@ -173,47 +276,222 @@ def _run(points, scalars, idx, device, stream, c):
             s.synchronize()
             marks.append((name, time.perf_counter()))
 
-    mark("start")
+    n, c, W, Wk, nb, S, sm = plan.n, plan.c, plan.W, plan.Wk, plan.nb, plan.S, plan.sm_count
+    mont = 1 if scalar_form == "montgomery" else 0
     try:
-        d_pts, d_sc = upload(points), upload(scalars)
-        d_idx = upload(idx) if idx is not None else None
-        d_cnt = alloc(nb * 4)
-        d.memset_d32(d_cnt, 0, nb, s)
-        threads = 256
-        grid = max(1, min((n * W + threads - 1) // threads, st.device.sm_count * 32))
-        args = [("P", d_sc.ptr), ("I", n), ("I", c), ("I", W)]
-        mark("upload")
-        st.fn("cuzk_msm_count").launch(s, grid, threads, [("P", d_cnt.ptr)] + args)
+        for name, nbytes in plan.buffers:
+            buf[name] = pool.alloc(_align(nbytes), s)
+        ptr = {name: b.ptr for name, b in buf.items()}
+        mark("start")
+        d.memset_d32(ptr["counts"], 0, nb, s)
+        dgrid = _grid(n, _THREADS, sm, 16)
+        st.fn("cuzk_msm_count").launch(
+            s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
+                                 ("I", Wk), ("I", mont)])
         mark("count")
-        d_off = alloc((nb + 1) * 4)
-        d_cur = alloc(nb * 4)
-        st.fn("cuzk_msm_scan").launch(s, 1, 1024, [("P", d_off.ptr), ("P", d_cur.ptr), ("P", d_cnt.ptr),
-                                                   ("I", nb)], shmem=1024 * 4)
+        tscan = _scan_threads(nb)
+        st.fn("cuzk_msm_scan_counts").launch(
+            s, 1, tscan, [("P", ptr["off_a"]), ("P", ptr["counts"]), ("I", nb)], shmem=8 * tscan)
         mark("scan")
-        d_sorted = alloc(n * W * 4)                                 # at most one entry per (i, w)
-        st.fn("cuzk_msm_scatter").launch(s, grid, threads, [("P", d_sorted.ptr), ("P", d_cur.ptr)] + args)
+        st.fn("cuzk_msm_scatter").launch(
+            s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
+                                 ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
+                                 ("I", c), ("I", W), ("I", Wk), ("I", mont)])
         mark("scatter")
-        d_buckets = alloc(nb * _XYZZ_BYTES)
-        bgrid = max(1, min((nb + 127) // 128, st.device.sm_count * 16))
-        st.fn("cuzk_msm_buckets").launch(
-            s, bgrid, 128, [("P", d_buckets.ptr), ("P", d_off.ptr), ("P", d_sorted.ptr),
-                            ("P", d_pts.ptr), ("P", d_idx.ptr if d_idx is not None else 0), ("I", nb)])
-        mark("buckets")
-        parts, segs = _window_split(c)
-        d_sums = alloc(W * parts * _XYZZ_BYTES)
-        st.fn("cuzk_msm_windows").launch(
-            s, W * parts, segs, [("P", d_sums.ptr), ("P", d_buckets.ptr), ("I", c), ("I", parts)],
-            shmem=segs * _XYZZ_BYTES)
-        sums = np.empty((W * parts, 24), dtype=np.uint64)
-        d.copy_dtoh(sums, d_sums, sums.nbytes, s)
-        s.synchronize()
+        off, seg = ptr["off_a"], ptr["off_b"]
+        sums, other = ptr["sums_a"], ptr["sums_b"]
+        bound = plan.buffers[4][1] // (rows * 8)
+        for level in range(plan.levels):
+            st.fn("cuzk_msm_scan_segments").launch(
+                s, 1, tscan, [("P", seg), ("P", off), ("I", nb), ("I", S)], shmem=8 * tscan)
+            grid = _grid(bound, _SUM_THREADS, sm, 8)
+            if level == 0:
+                st.fn("cuzk_msm_sum_points_" + g).launch(
+                    s, grid, _SUM_THREADS, [("P", sums), ("P", seg), ("P", off), ("P", ptr["entries"]),
+                                            ("P", d_points_ptr), ("I", nb), ("I", S)])
+            else:
+                st.fn("cuzk_msm_sum_partials_" + g).launch(
+                    s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),
+                                            ("I", nb), ("I", S)])
+                sums, other = other, sums
+            off, seg = seg, off            # this level's segment offsets index its sums
+            bound = -(-bound // S) + nb
+            mark(f"level{level}")
+        st.fn("cuzk_msm_windows_" + g, plan.segs * rows * 8).launch(
+            s, Wk * plan.P, plan.segs, [("P", ptr["windows"]), ("P", sums), ("P", off), ("I", c),
+                                        ("I", plan.P)], shmem=plan.segs * rows * 8)
+        d.copy_dtoh(host_view, ptr["windows"], host_view.nbytes, s)
         mark("windows")
-        out = _field.g1_xyzz_horner(sums, W, parts, c)
-        mark("horner")
         if _PROFILE:
             steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
-            log.warning("msm n=%d N=%d c=%d: %s ms", n, points.shape[0], c, steps)
+            log.warning("msm %s n=%d N=%d c=%d k=%d S=%d: %s ms", g, n, plan.npoints, c, plan.k, S, steps)
+    finally:
+        for b in buf.values():
+            b.free(s)
+    return PendingPoint(host_view, g, Wk, plan.P, c)
+
+
+def precompute_bases(plan, stream, d_points_ptr, d_table_ptr):
+    """Enqueue the table of ``plan.k`` shifted copies of the bases on ``stream``:
+    table[q·N + j] = 2^(q·c·Wk)·points[j] (affine, the bases' layout; ``plan.precompute_bytes``
+    bytes at ``d_table_ptr``, which the caller allocates and accounts).  Built once per resident
+    key; any plan with the same (group, npoints, c, k) reads it.  Cost per point: (k − 1)·c·Wk
+    doublings and k − 1 inversions."""
+    if plan.k < 2:
+        raise ValueError("precompute_bases needs a plan with k >= 2")
+    d = _driver()
+    st = _state(plan.device)
+    N = plan.npoints
+    d.copy_dtod(d_table_ptr, d_points_ptr, N * AFFINE_WORDS[plan.group] * 8, stream)
+    st.fn("cuzk_msm_precompute_" + plan.group).launch(
+        stream, _grid(N, 128, plan.sm_count, 16), 128,
+        [("P", d_table_ptr), ("I", N), ("I", plan.k), ("I", plan.c * plan.Wk)])
+
+
+# ---- numpy conveniences ------------------------------------------------------------------------
+
+def _check_points(points, group):
+    w = AFFINE_WORDS[group]
+    if not isinstance(points, np.ndarray) or points.dtype != np.uint64 or points.ndim != 2 \
+            or points.shape[1] != w:
+        raise ValueError(f"points must be a uint64 array of shape (n, {w}) for {group}")
+    return np.ascontiguousarray(points)
+
+
+def _check_scalars(scalars, scalar_form):
+    if scalar_form not in SCALAR_FORMS:
+        raise ValueError(f"scalar_form must be one of {SCALAR_FORMS}, got {scalar_form!r}")
+    if not isinstance(scalars, np.ndarray) or scalars.dtype != np.uint64 or scalars.ndim != 2 \
+            or scalars.shape[1] != 4:
+        raise ValueError("scalars must be a uint64 array of shape (n, 4)")
+    if scalars.shape[0] >= 1 << 32:
+        raise ValueError("at most 2^32 - 1 scalars")
+    if scalar_form == "canonical":
+        big = np.flatnonzero(scalars[:, 3] >> np.uint64(63))
+        if big.size:
+            raise ValueError(f"scalars[{int(big[0])}] >= 2^255")
+    else:
+        big = _at_least_r(scalars)
+        if big.size:
+            raise ValueError(f"scalars[{int(big[0])}] >= r: not a reduced Montgomery value")
+    return np.ascontiguousarray(scalars)
+
+
+def _at_least_r(s):
+    """Indices of the rows of s (uint64 (n, 4), little-endian limbs) that are >= r."""
+    ge = np.zeros(s.shape[0], dtype=bool)
+    eq = np.ones(s.shape[0], dtype=bool)
+    for limb in (3, 2, 1, 0):
+        r = np.uint64((_R >> (64 * limb)) & (2**64 - 1))
+        ge |= eq & (s[:, limb] > r)
+        eq &= s[:, limb] == r
+    return np.flatnonzero(ge | eq)
+
+
+def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment):
+    n, N = scalars.shape[0], points.shape[0]
+    if n == 0 or N == 0:
+        return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
+    d = _driver()
+    st = _state(device)
+    plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment)
+    s = stream if stream is not None else st.streams()[0]
+    bufs = []
+
+    def upload(a):
+        b = st.pool.alloc(max(a.nbytes, 4), s)
+        bufs.append(b)
+        d.copy_htod(b, a, a.nbytes, s)
+        return b.ptr
+
+    try:
+        d_pts, d_sc = upload(points), upload(scalars)
+        d_idx = upload(idx) if idx is not None else 0
+        if k > 1:
+            table = st.pool.alloc(plan.precompute_bytes, s)
+            bufs.append(table)
+            precompute_bases(plan, s, d_pts, table.ptr)
+            d_pts = table.ptr
+        host = np.zeros((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)
+        pending = enqueue_msm(plan, s, st.pool, d_pts, d_sc, host, d_idx, scalar_form)
+        s.synchronize()
     finally:
         for b in bufs:
             b.free(s)
-    return out
+    return pending.value()
+
+
+def _check_idx(idx, n, N):
+    idx = np.ascontiguousarray(idx)
+    if idx.ndim != 1 or idx.shape[0] != n or not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(f"idx must be an integer array of shape ({n},)")
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= N):
+        bad = int(np.flatnonzero((idx < 0) | (idx >= N))[0])
+        raise ValueError(f"idx[{bad}] = {int(idx[bad])} is outside [0, {N})")
+    return idx.astype(np.uint32)
+
+
+def _msm(group, points, scalars, device, stream, c, scalar_form, k, segment):
+    points = _check_points(points, group)
+    scalars = _check_scalars(scalars, scalar_form)
+    if points.shape[0] != scalars.shape[0]:
+        raise ValueError(f"points and scalars differ in length: {points.shape[0]} vs {scalars.shape[0]}")
+    return _run(group, points, scalars, None, device, stream, c, scalar_form, k, segment)
+
+
+def _msm_indexed(group, points, scalars, idx, device, stream, c, scalar_form, k, segment):
+    points = _check_points(points, group)
+    scalars = _check_scalars(scalars, scalar_form)
+    idx = _check_idx(idx, scalars.shape[0], points.shape[0])
+    return _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment)
+
+
+def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None):
+    """Σ scalars[i]·points[i] over G1 on the GPU (uploads, enqueues, synchronizes).
+
+    Parameters
+    ----------
+    points : numpy.ndarray
+        uint64 (n, 12): affine Montgomery G1 points (all-zero rows: infinity), the CPU layout.
+    scalars : numpy.ndarray
+        uint64 (n, 4): canonical scalars < 2^255, or Montgomery ones < r (``scalar_form``).
+    device : Device, int or None
+    stream : Stream or None
+        None: a stream private to the calling thread.
+    c, k, segment
+        As ``msm_plan`` (k > 1: the copies are precomputed for this call).
+    scalar_form : {"canonical", "montgomery"}
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (12,): the affine Montgomery sum (all-zero = infinity), the bytes of
+        ``cuzk._native._msm.msm(points, scalars, "g1")`` (for canonical scalars).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or dtypes, lengths that differ, a scalar out of range for its form.
+    """
+    return _msm("g1", points, scalars, device, stream, c, scalar_form, k, segment)
+
+
+def msm_g1_indexed(points, scalars, idx, device=None, stream=None, c=None, scalar_form="canonical", k=1,
+                   segment=None):
+    """Σ scalars[i]·points[idx[i]] over G1 on the GPU (the prover's tail MSMs): the bytes of
+    ``cuzk._native._msm.msm_indexed(points, scalars, idx, "g1")``.  ``points`` uint64 (N, 12),
+    ``scalars`` uint64 (n, 4), ``idx`` integer (n,) in [0, N); other parameters as ``msm_g1``.
+    ValueError for an index outside [0, N)."""
+    return _msm_indexed("g1", points, scalars, idx, device, stream, c, scalar_form, k, segment)
+
+
+def msm_g2(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None):
+    """``msm_g1`` over G2: ``points`` uint64 (n, 24) affine Montgomery G2 (x.c0, x.c1, y.c0,
+    y.c1), returns uint64 (24,), the bytes of ``cuzk._native._msm.msm(points, scalars, "g2")``."""
+    return _msm("g2", points, scalars, device, stream, c, scalar_form, k, segment)
+
+
+def msm_g2_indexed(points, scalars, idx, device=None, stream=None, c=None, scalar_form="canonical", k=1,
+                   segment=None):
+    """``msm_g1_indexed`` over G2 (points uint64 (N, 24), result uint64 (24,))."""
+    return _msm_indexed("g2", points, scalars, idx, device, stream, c, scalar_form, k, segment)

@@ -392,100 +392,73 @@ def test_snarkjs_h_matches_cpu(gpu, monkeypatch, rng, tile, lg):
     assert all(np.array_equal(x, y) for x, y in zip((a, b, c), keep)), "inputs must not be modified"
 
 
-# --------------------------------------------------------------------------- G1 MSM
+# --------------------------------------------------------------------------- G1/G2 MSM
 
-@pytest.fixture
-def gpu_msm(fake, monkeypatch):
-    """cuzk._cuda_msm running on the emulator for this test only."""
-    return fake.install(monkeypatch, None, "cuzk._cuda_msm")
-
-
-def g1_points(n, seed):
-    """n affine Montgomery G1 points: multiples of the generator by random scalars (CPU)."""
-    from cuzk._native import _field
-    rnd = random.Random(seed)
-    g = _field.generator("g1")
-    return np.stack([_field.point_mul(g, rnd.randrange(1, R), "g1") for _ in range(n)])
-
-
-MSM_CASES = [(1, None), (2, None), (37, None), (200, None), (200, 4), (300, 8), (120, 11)]
-
-
-@pytest.mark.parametrize("n,c", MSM_CASES, ids=[f"n{n}-c{c or 'auto'}" for n, c in MSM_CASES])
-def test_msm_g1_matches_cpu(gpu_msm, rng, n, c):
-    from cuzk._native import _msm
-    rnd = random.Random(n * 31 + (c or 0))
-    pts = g1_points(n, n)
-    edge = [0, 1, 2, R - 1, (1 << 254), (1 << 255) - 1, (1 << 16) - 1, 1 << 16]
-    ints = [rnd.choice(edge) if rnd.random() < 0.3 else rnd.randrange(1 << 255) for _ in range(n)]
-    sc = to_arr(ints, 32)
-    got = gpu_msm.msm_g1(pts, sc, c=c)
-    assert np.array_equal(got, _msm.msm(pts, sc, "g1", 2)), f"n={n} c={c}"
-
-
-def test_msm_g1_exceptional_cases(gpu_msm):
-    """Repeated points (doublings inside buckets), P and -P (cancellation to infinity), points at
-    infinity and zero scalars: the same bytes as the CPU."""
-    from cuzk._native import _field, _msm
-    rnd = random.Random(5)
-    p, q = g1_points(2, 77)
-    neg_p = _field.point_neg(p, "g1")
-    rows = [p] * 40 + [neg_p] * 20 + [q] * 30 + [np.zeros(12, np.uint64)] * 10
-    order = list(range(len(rows)))
-    rnd.shuffle(order)
-    pts = np.stack([rows[i] for i in order])
-    for ints in ([1] * len(rows), [rnd.randrange(1 << 20) for _ in rows], [7] * len(rows)):
-        sc = to_arr(ints, 32)
-        assert np.array_equal(gpu_msm.msm_g1(pts, sc, c=4), _msm.msm(pts, sc, "g1", 2))
-    # P·k + (−P)·k = infinity; every scalar zero: infinity
-    both = np.stack([p, neg_p])
-    assert not gpu_msm.msm_g1(both, to_arr([12345, 12345], 32)).any()
-    assert not gpu_msm.msm_g1(pts, to_arr([0] * len(rows), 32)).any()
-
-
-def test_msm_g1_indexed_matches_cpu(gpu_msm):
-    """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails)."""
-    from cuzk._native import _msm
-    rnd = random.Random(9)
-    pts = g1_points(40, 3)
-    m = 150
-    idx = np.array([rnd.randrange(40) for _ in range(m)], dtype=np.uint32)
-    sc = to_arr([rnd.randrange(1 << 255) for _ in range(m)], 32)
-    got = gpu_msm.msm_g1_indexed(pts, sc, idx, c=6)
-    assert np.array_equal(got, _msm.msm_indexed(pts, sc, idx, "g1", 2))
-    with pytest.raises(ValueError, match="outside"):
-        gpu_msm.msm_g1_indexed(pts, sc, idx + 40)
-
-
-def test_msm_g1_rejects_bad_input(gpu_msm):
-    pts = g1_points(3, 1)
-    with pytest.raises(ValueError, match="2\\^255"):
-        gpu_msm.msm_g1(pts, to_arr([1, 1 << 255, 2], 32))
-    with pytest.raises(ValueError, match="differ"):
-        gpu_msm.msm_g1(pts, to_arr([1, 2], 32))
-    with pytest.raises(ValueError, match="shape"):
-        gpu_msm.msm_g1(pts[:, :6], to_arr([1, 2, 3], 32))
+# tests/test_cu_emu_msm.py (the same emulator fixtures)
 
 
 # --------------------------------------------------------------------------- whole proof
 
-def test_cuda_stages_proof_equals_cpu(fake, monkeypatch):
-    """A Groth16 proof through CudaStages (H polynomial, H MSM and G1 tail MSMs on the emulated
-    GPU) has the CPU backend's bytes, and verifies."""
+def _install_stages(fake, monkeypatch):
+    for m in ("cuzk._cuda_ntt", "cuzk._cuda_msm", "cuzk._cuda_batch", "cuzk._stages._cuda"):
+        fake.install(monkeypatch, None, m)
+    import cuzk._cuda_state as cs
+    import cuzk._stages._cuda as sc
+    monkeypatch.setattr(cs, "_pools", {})
+    monkeypatch.setattr(sc, "_budgets", {})
+
+
+@pytest.mark.parametrize("b_g2", ["gpu", "cpu"])
+def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2):
+    """A Groth16 proof through CudaStages (resident key; H, H MSM, batch additions and tail MSMs
+    enqueued on the emulated GPU; B_G2 on the GPU or the CPU) has the CPU backend's bytes and
+    verifies; the device budget returns to zero and the pool holds nothing afterwards."""
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
-    from cuzk._prover import CudaStages, prove
+    from cuzk._prover import prove, public_inputs
+    from cuzk._stages._cuda import CudaStages, device_budget
     from cuzk._verifier import verify
-    from cuzk._prover import public_inputs
-    fake.install(monkeypatch, None, "cuzk._cuda_ntt")
-    fake.install(monkeypatch, None, "cuzk._cuda_msm")
+    _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 4)
     pk = keygen_random(r1cs, seed=4)
     asg = r1cs.assignment(inputs, aux)
     cpu = prove(pk, asg, r=111, s=222, backend="cpu")
-    gpu = prove(pk, asg, r=111, s=222, stages=CudaStages(threads=2))
+    st = CudaStages(threads=2, b_g2=b_g2)
+    t = {}
+    gpu = prove(pk, asg, r=111, s=222, stages=st, timings=t, verify=True)
     assert gpu == cpu
     assert verify(pk.vk, gpu, public_inputs(asg))
+    assert t["backend"] == "cuda" and t["device"].startswith("cuda:0")
+    assert t["gpu:region"] >= 0 and ("b_g2" in t) == (b_g2 == "cpu")
+    assert device_budget(st.device).used == 0
+    assert st.pool.used_bytes == 0 if hasattr(st.pool, "used_bytes") else True
+
+
+def test_cuda_stages_abort_releases_everything(fake, monkeypatch):
+    """A failure inside the kernel region (an injected error after prepare) leaves no reservation
+    and no live pool allocation behind; the next partition on the same context proves."""
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 2)
+    pk = keygen_random(r1cs, seed=2)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    budget = device_budget(st.device)
+    part = st.prepare(key, asg, ctx, 1, 2)
+    assert budget.used > key.nbytes
+    st.abort(part)
+    assert budget.used == key.nbytes
+    part = st.prepare(key, asg, ctx, 1, 2)
+    st.run(part).synchronize()
+    assert st.finish(part) == prove(pk, asg, 1, 2, backend="cpu")
+    key.release()
+    ctx.close()
+    assert budget.used == 0
 
 
 # --------------------------------------------------------------------------- the harness itself

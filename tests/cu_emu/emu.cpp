@@ -130,8 +130,11 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(emu_fr_ops),
     EMU_KERNEL(emu_fq_ops),    EMU_KERNEL(cuzk_h_odd_gather),
     EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter),
-    EMU_KERNEL(cuzk_msm_buckets), EMU_KERNEL(cuzk_msm_windows),
-    EMU_KERNEL(cuzk_msm_scan),
+    EMU_KERNEL(cuzk_msm_scan_counts), EMU_KERNEL(cuzk_msm_scan_segments),
+    EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_partials_g1),
+    EMU_KERNEL(cuzk_msm_windows_g1), EMU_KERNEL(cuzk_msm_precompute_g1),
+    EMU_KERNEL(cuzk_msm_sum_points_g2), EMU_KERNEL(cuzk_msm_sum_partials_g2),
+    EMU_KERNEL(cuzk_msm_windows_g2), EMU_KERNEL(cuzk_msm_precompute_g2),
 };
 #undef EMU_KERNEL
 

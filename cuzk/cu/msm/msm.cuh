@@ -1,0 +1,276 @@
+// Pippenger MSM Σ k_i·P_i on the GPU, templated over the point types (ec/xyzz_t.cuh):
+// G1 (affine_t<fq_t>, xyzz_t<fq_t>) and G2 (affine_t<fq2_t>, xyzz_t<fq2_t>).  Instantiated as
+// extern "C" kernels in msm/msm.cu; driven by cuzk/_cuda_msm.py.  All state comes in through
+// arguments (per launch); nothing is kept in globals.
+//
+// Digits.  Scalars (8 x 32-bit limbs; canonical < 2^255, or Montgomery < r converted here) are
+// recoded into W = ceil(256/c) signed digits d_w in [−2^(c−1), 2^(c−1)] with
+// k = Σ d_w 2^(w·c): raw window v_w + carry, minus 2^c (carry 1) when above 2^(c−1).  Since
+// k < 2^255 <= 2^(c·W − 1) the top window never carries out.  Bucket (w, |d| − 1) gets P_i
+// with the sign of d folded into y (−(x, y) = (x, −y)); d = 0 gives no entry.  With k
+// precomputed copies of the bases (table[q·N + j] = 2^(q·c·Wk)·P_j, Wk = ceil(W/k)) window
+// w = q·Wk + w' goes to bucket window w' with copy q: Wk windows instead of W.
+//
+// Steps (stream-ordered, no host synchronization; sizes the host cannot know, like the number
+// of non-zero digits, are read from device memory by the kernels):
+//   1. count      counts[b] = entries of bucket b (atomic histogram)
+//   2. scan       off[b] = Σ_{b'<b} counts[b'] (64-bit)
+//   3. scatter    entries sorted by bucket (a counting sort; positions come from counting
+//                 counts[b] back down, so the order inside a bucket is arbitrary: the sums
+//                 are the same group elements whatever the order)
+//   4. segments   every bucket is cut into segments of <= S entries; one thread per segment
+//                 (segment → bucket by binary search over seg[b] = Σ_{b'<b} ceil(cnt/S)),
+//                 then the same step over the segment sums, until each bucket has <= 1 sum.
+//                 A bucket holding 45 % of the points (bits90: every scalar 1) is spread over
+//                 0.45·n/S threads, so no thread sums more than S points of any distribution.
+//   5. windows    P blocks per window: Σ_j (j + 1)·B_j by running sums, then a tree.
+// The host finishes Σ_w 2^(w·c)·window_w by Horner's rule (cuzk/_cuda_pending.py).
+#pragma once
+#include "ec/xyzz_t.cuh"
+
+namespace cuzk {
+namespace msm {
+
+constexpr uint32_t NEG_BIT = 0x80000000u;  // entry = point index | NEG_BIT when d < 0
+
+// Scalar i as 8 canonical 32-bit limbs (from Montgomery form when mont: k = x·2^-256 mod r).
+CUZK_DEVICE void load_scalar(uint32_t s[8], const uint32_t* __restrict__ scalars, uint32_t i, uint32_t mont)
+{
+    const uint4* q = reinterpret_cast<const uint4*>(scalars + 8 * (uint64_t)i);
+    const uint4 a = q[0], b = q[1];
+    s[0] = a.x; s[1] = a.y; s[2] = a.z; s[3] = a.w;
+    s[4] = b.x; s[5] = b.y; s[6] = b.z; s[7] = b.w;
+    if (mont) {
+        fr_t x;
+#pragma unroll
+        for (int k = 0; k < 8; k++) x.l[k] = s[k];
+        x = x.from_mont();
+#pragma unroll
+        for (int k = 0; k < 8; k++) s[k] = x.l[k];
+    }
+}
+
+// Bits [bit, bit + c) of s (bits at or above 256 read as 0), c <= 32.
+CUZK_DEVICE uint32_t raw_window(const uint32_t s[8], uint32_t bit, uint32_t c)
+{
+    const uint32_t limb = bit >> 5, sh = bit & 31u;
+    uint64_t v = 0;
+#pragma unroll
+    for (uint32_t k = 0; k < 8; k++) {   // registers, not a stack array: unrolled selects
+        if (k == limb) v |= s[k];
+        if (k == limb + 1) v |= (uint64_t)s[k] << 32;
+    }
+    return (uint32_t)(v >> sh) & (uint32_t)((1ull << c) - 1);
+}
+
+// f(w, m, neg) for every window w < W whose signed digit d_w = ±m is non-zero (m <= 2^(c−1)).
+template <class F>
+CUZK_DEVICE void for_each_digit(const uint32_t s[8], uint32_t c, uint32_t W, F f)
+{
+    const uint32_t half = 1u << (c - 1);
+    uint32_t carry = 0;
+    for (uint32_t w = 0; w < W; w++) {
+        const uint32_t v = raw_window(s, w * c, c) + carry;   // <= 2^c
+        carry = v > half;
+        const uint32_t m = carry ? (1u << c) - v : v;         /* d = v − 2^c·carry */
+        if (m) f(w, m, carry != 0);
+    }
+}
+
+// counts[(w mod Wk)·2^(c−1) + m − 1] += 1 for every scalar i < n and non-zero digit ±m of
+// window w.
+CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c, uint32_t W,
+                       uint32_t Wk, uint32_t mont)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t s[8];
+        load_scalar(s, scalars, i, mont);
+        for_each_digit(s, c, W, [&](uint32_t w, uint32_t m, bool) {
+            atomicAdd(counts + (((uint64_t)(w % Wk)) << (c - 1)) + m - 1, 1u);
+        });
+    }
+}
+
+// entries[off[b] + counts[b]−−  − 1] = (copy·N + point) | NEG_BIT·(d < 0) for every entry of
+// count(); point = idx[i] (an indexed MSM) or i (idx null), copy = w / Wk.  Leaves counts 0.
+CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* off, const uint32_t* scalars,
+                         const uint32_t* idx, uint32_t n, uint32_t N, uint32_t c, uint32_t W, uint32_t Wk,
+                         uint32_t mont)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t s[8];
+        load_scalar(s, scalars, i, mont);
+        const uint32_t pt = idx ? idx[i] : i;
+        for_each_digit(s, c, W, [&](uint32_t w, uint32_t m, bool neg) {
+            const uint64_t b = (((uint64_t)(w % Wk)) << (c - 1)) + m - 1;
+            const uint32_t left = atomicAdd(counts + b, 0xffffffffu);   // counts[b]−−, old value
+            entries[off[b] + left - 1] = (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u);
+        });
+    }
+}
+
+// out[b] = Σ_{b'<b} value(b') for b <= nb (out[nb] = the total), one block; thread t scans
+// its chunk [t·K, (t+1)·K), K = ceil(nb / blockDim.x), after thread 0 has scanned the chunk
+// totals.  chunk: blockDim.x words of shared memory.
+template <class V>
+CUZK_DEVICE void scan(uint64_t* out, uint64_t* chunk, uint32_t nb, V value)
+{
+    const uint32_t t = threadIdx.x, K = (nb + blockDim.x - 1) / blockDim.x;
+    const uint32_t b = t * K < nb ? t * K : nb, e = b + K < nb ? b + K : nb;
+    uint64_t sum = 0;
+    for (uint32_t i = b; i < e; i++) sum += value(i);
+    chunk[t] = sum;
+    __syncthreads();
+    if (t == 0) {
+        uint64_t run = 0;
+        for (uint32_t k = 0; k < blockDim.x; k++) {
+            const uint64_t v = chunk[k];
+            chunk[k] = run;
+            run += v;
+        }
+        out[nb] = run;
+    }
+    __syncthreads();
+    uint64_t run = chunk[t];
+    for (uint32_t i = b; i < e; i++) {
+        const uint64_t v = value(i);
+        out[i] = run;
+        run += v;
+    }
+}
+
+// The bucket b < nb whose segments [seg[b], seg[b+1]) hold segment g (g < seg[nb]):
+// the largest b with seg[b] <= g.
+CUZK_DEVICE uint32_t bucket_of(const uint64_t* seg, uint32_t nb, uint64_t g)
+{
+    uint32_t lo = 0, hi = nb;   // seg[lo] <= g < seg[hi]
+    while (hi - lo > 1) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (seg[mid] <= g) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// One segment step.  Bucket b holds items [off[b], off[b+1]); its segment g − seg[b] covers
+// items off[b] + (g − seg[b])·S ... (at most S, within the bucket); out[g] = their sum.
+// load(j) is item j as an addend (an affine point with its sign, or an XYZZ partial sum).
+template <class xyzz_t, class L>
+CUZK_DEVICE void segment_sums(xyzz_t* out, const uint64_t* seg, const uint64_t* off, uint32_t nb, uint32_t S,
+                              L load)
+{
+    const uint64_t total = seg[nb];
+    for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t b = bucket_of(seg, nb, g);
+        uint64_t j = off[b] + (g - seg[b]) * S;
+        const uint64_t end = j + S < off[b + 1] ? j + S : off[b + 1];
+        xyzz_t acc = xyzz_t::infinity();
+        for (; j < end; j++) acc = acc.add(load(j));
+        out[g] = acc;
+    }
+}
+
+template <class xyzz_t>
+CUZK_DEVICE void sum_points(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,
+                            const typename xyzz_t::affine* points, uint32_t nb, uint32_t S)
+{
+    typedef typename xyzz_t::affine affine;
+    segment_sums(out, seg, off, nb, S, [&](uint64_t j) {
+        const uint32_t e = entries[j];
+        const affine p = affine::load(points + (e & ~NEG_BIT));
+        return (e & NEG_BIT) ? p.neg() : p;
+    });
+}
+
+template <class xyzz_t>
+CUZK_DEVICE void sum_partials(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const xyzz_t* in,
+                              uint32_t nb, uint32_t S)
+{
+    segment_sums(out, seg, off, nb, S, [&](uint64_t j) { return in[j]; });
+}
+
+// Partial window sums: block (w, p) = (blockIdx.x / P, blockIdx.x % P) writes sums[blockIdx.x]
+// = Σ_j (j + 1)·B(w, j) over its buckets j in [p·H/P, (p + 1)·H/P), H = 2^(c−1), where
+// B(w, j) = bsum[seg[b]] if seg[b+1] > seg[b] else infinity, b = w·H + j (the last segment
+// step left at most one sum per bucket).  blockDim.x = segments per block (a power of two;
+// P·blockDim.x divides H); thread t takes L = H / (P·blockDim.x) buckets from lo: with running
+// sums from the top, R = Σ B_j and T = Σ (j − lo)·B_j, its share is T + (lo + 1)·R; then a
+// tree in shared memory (part: blockDim.x points).
+template <class xyzz_t>
+CUZK_DEVICE void windows(xyzz_t* sums, xyzz_t* part, const xyzz_t* bsum, const uint64_t* seg, uint32_t c,
+                         uint32_t P)
+{
+    const uint32_t H = 1u << (c - 1);
+    const uint32_t w = blockIdx.x / P, p = blockIdx.x % P;
+    const uint32_t t = threadIdx.x, L = H / (P * blockDim.x);
+    const uint32_t lo = (p * blockDim.x + t) * L;
+    const uint64_t* sg = seg + (uint64_t)w * H;
+    auto B = [&](uint32_t j) { return sg[j + 1] > sg[j] ? bsum[sg[j]] : xyzz_t::infinity(); };
+    xyzz_t R = xyzz_t::infinity(), T = xyzz_t::infinity();
+    for (uint32_t j = lo + L - 1; j > lo; j--) {
+        R = R.add(B(j));
+        T = T.add(R);
+    }
+    R = R.add(B(lo));
+    part[t] = T.add(R.mul_u32(lo + 1));
+    __syncthreads();
+    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
+        if (t < half) part[t] = part[t].add(part[t + half]);
+        __syncthreads();
+    }
+    if (t == 0) sums[blockIdx.x] = part[0];
+}
+
+// ---- precomputed multiples of fixed bases
+
+// 1/a in a prime field (Fermat: a^(p−2); 0 ↦ 0).
+template <class Pm>
+CUZK_DEVICE mont_t<Pm> inverse(const mont_t<Pm>& a)
+{
+    mont_t<Pm> r = mont_t<Pm>::one();
+    for (int i = mont_t<Pm>::N - 1; i >= 0; i--) {
+        const uint32_t e = Pm::mod(i) - (i == 0 ? 2u : 0u);   // p − 2: p is odd and > 2
+        for (int k = 31; k >= 0; k--) {
+            r = r.sqr();
+            if ((e >> k) & 1u) r = r * a;
+        }
+    }
+    return r;
+}
+// 1/(a0 + a1·u) = (a0 − a1·u) / (a0^2 + a1^2) in Fq2 = Fq[u]/(u^2 + 1).
+CUZK_DEVICE fq2_t inverse(const fq2_t& a)
+{
+    const fq_t t = inverse(a.c0.sqr() + a.c1.sqr());
+    return fq2_t{a.c0 * t, -(a.c1 * t)};
+}
+
+template <class xyzz_t>
+CUZK_DEVICE typename xyzz_t::affine to_affine(const xyzz_t& p)
+{
+    typedef typename xyzz_t::affine affine;
+    if (p.is_inf()) return affine::infinity();
+    const auto zzz_inv = inverse(p.ZZZ);                 /* 1/ZZZ = 1/Z^3 */
+    const auto z_inv = zzz_inv * p.ZZ;                   /* 1/Z = ZZ/ZZZ */
+    return affine{p.X * z_inv.sqr(), p.Y * zzz_inv};     /* x = X/ZZ, y = Y/ZZZ */
+}
+
+// table[q·N + j] = 2^shift · table[(q − 1)·N + j] for q = 1 .. k − 1, j < N (copy 0, the bases,
+// already in place): k − 1 times `shift` doublings and one inversion per point.
+template <class xyzz_t>
+CUZK_DEVICE void precompute(typename xyzz_t::affine* table, uint32_t N, uint32_t k, uint32_t shift)
+{
+    typedef typename xyzz_t::affine affine;
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < N; j += gridDim.x * blockDim.x) {
+        affine p = affine::load(table + j);
+        for (uint32_t q = 1; q < k; q++) {
+            xyzz_t acc = xyzz_t::from_affine(p);
+            for (uint32_t s = 0; s < shift; s++) acc = acc.dbl();
+            p = to_affine(acc);
+            p.store(table + (uint64_t)q * N + j);
+        }
+    }
+}
+
+}  // namespace msm
+}  // namespace cuzk

@@ -1,0 +1,331 @@
+"""The GPU MSM (cuzk._cuda_msm + cuzk/cu/msm) through the host emulator, without a GPU.
+
+The emulator and the fake driver are those of tests/test_cu_emu.py (its fixtures are shared):
+the real kernel sources compiled for the host, driven by the module's real host code.
+References: the CPU MSM (cuzk._native._msm.msm / msm_indexed) for the sums, a Python signed-digit
+recoding and Python big ints for the digits the device writes.
+"""
+import random
+
+import numpy as np
+import pytest
+
+from test_cu_emu import emu_lib, fake, from_arr, to_arr  # noqa: F401  (fixtures)
+
+from cuzk._assignment import fr_to_mont
+from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
+
+AFFINE = {"g1": 12, "g2": 24}
+
+
+@pytest.fixture
+def gpu_msm(fake, monkeypatch):  # noqa: F811
+    """cuzk._cuda_msm running on the emulator for this test only."""
+    return fake.install(monkeypatch, None, "cuzk._cuda_msm")
+
+
+def _g2_ready():
+    from cuzk._native import _field
+    return hasattr(_field, "g2_xyzz_horner")
+
+
+needs_g2 = pytest.mark.skipif(not _g2_ready(), reason="cuzk._native._field.g2_xyzz_horner not built")
+
+
+_POINTS = {}
+
+
+def points(group, n, seed=0):
+    """n affine Montgomery points: multiples of the generator by random scalars (CPU), cached."""
+    from cuzk._native import _field
+    key = (group, seed)
+    have = _POINTS.get(key)
+    if have is None or have.shape[0] < n:
+        rnd = random.Random(seed * 1000 + (group == "g2"))
+        g = _field.generator(group)
+        have = np.stack([_field.point_mul(g, rnd.randrange(1, R), group) for _ in range(max(n, 64))])
+        _POINTS[key] = have
+    return np.ascontiguousarray(have[:n])
+
+
+def cpu_msm(pts, sc, group, idx=None):
+    from cuzk._native import _msm
+    if idx is None:
+        return _msm.msm(pts, sc, group, 2)
+    return _msm.msm_indexed(pts, sc, idx, group, 2)
+
+
+# --------------------------------------------------------------------------- digit planning
+
+def signed_digits(k, c):
+    """Python reference: digits d_w in [−2^(c−1), 2^(c−1)], Σ d_w 2^(w·c) = k, W = ceil(256/c)."""
+    W = -(-256 // c)
+    out, carry = [], 0
+    for w in range(W):
+        v = ((k >> (w * c)) & ((1 << c) - 1)) + carry
+        carry = int(v > 1 << (c - 1))
+        out.append(v - (carry << c))
+    assert carry == 0
+    return out
+
+
+EDGE = [0, 1, 2, 3, R - 1, R - 2, (1 << 255) - 1, 1 << 254, (1 << 128) - 1, 1 << 128, 2**64 - 1,
+        0x5555 << 200, int("10" * 127, 2), int("01" * 127, 2)]
+
+
+def test_signed_digits_reference():
+    """The reference itself: digit range, reconstruction and no carry out of the top window for
+    every c the plans allow, on edge scalars < 2^255 (the MSM's contract)."""
+    rnd = random.Random(3)
+    for c in range(2, 25):
+        half = 1 << (c - 1)
+        for k in EDGE + [rnd.randrange(1 << 255) for _ in range(20)] + [half, (half << c) - 1]:
+            d = signed_digits(k, c)
+            assert all(-half <= x <= half for x in d)
+            assert sum(x << (w * c) for w, x in enumerate(d)) == k
+
+
+def device_entries(fake, gpu_msm, ints, c, form="canonical", k=1, N=None):
+    """Run the count, scan and scatter kernels on `ints`; returns (plan, off, entries) from device."""
+    M = gpu_msm
+    n = len(ints)
+    N = n if N is None else N
+    plan = M.msm_plan(n, "g1", None, npoints=N, c=c, k=k)
+    sc = to_arr(ints, 32)
+    if form == "montgomery":
+        sc = fr_to_mont(sc)
+    dev = fake.Device.get(0)
+    st = M._state(dev)
+    bufs = {name: fake.DeviceBuffer.alloc(dev, max(nb, 8)) for name, nb in plan.buffers}
+    d_sc = fake.DeviceBuffer.alloc(dev, sc.nbytes)
+    try:
+        fake.copy_htod(d_sc, np.ascontiguousarray(sc), sc.nbytes, None)
+        fake.memset_d32(bufs["counts"], 0, plan.nb, None)
+        args = [("P", d_sc.ptr), ("I", n), ("I", c), ("I", plan.W), ("I", plan.Wk), ("I", int(form == "montgomery"))]
+        st.fn("cuzk_msm_count").launch(None, 2, 64, [("P", bufs["counts"].ptr)] + args)
+        counts = np.empty(plan.nb, np.uint32)
+        fake.copy_dtoh(counts, bufs["counts"], counts.nbytes, None)
+        st.fn("cuzk_msm_scan_counts").launch(None, 1, 32, [("P", bufs["off_a"].ptr), ("P", bufs["counts"].ptr),
+                                                          ("I", plan.nb)], shmem=8 * 32)
+        st.fn("cuzk_msm_scatter").launch(
+            None, 2, 64, [("P", bufs["entries"].ptr), ("P", bufs["counts"].ptr), ("P", bufs["off_a"].ptr),
+                          ("P", d_sc.ptr), ("P", 0), ("I", n), ("I", N), ("I", c), ("I", plan.W),
+                          ("I", plan.Wk), ("I", int(form == "montgomery"))])
+        off = np.empty(plan.nb + 1, np.uint64)
+        fake.copy_dtoh(off, bufs["off_a"], off.nbytes, None)
+        ent = np.empty(max(int(off[-1]), 1), np.uint32)
+        fake.copy_dtoh(ent, bufs["entries"], ent.nbytes, None)
+        left = np.empty(plan.nb, np.uint32)
+        fake.copy_dtoh(left, bufs["counts"], left.nbytes, None)
+    finally:
+        for b in list(bufs.values()) + [d_sc]:
+            b.free()
+    assert not left.any(), "scatter must count every bucket back to 0"
+    assert np.array_equal(np.diff(off.astype(np.int64)), counts.astype(np.int64)), "off = prefix sum"
+    return plan, off, ent[: int(off[-1])]
+
+
+@pytest.mark.parametrize("c,k", [(2, 1), (3, 1), (4, 1), (5, 1), (8, 1), (13, 1), (16, 1), (4, 3), (7, 2),
+                                 (5, 52)])
+@pytest.mark.parametrize("form", ["canonical", "montgomery"])
+def test_device_digits_reconstruct_scalars(fake, gpu_msm, c, k, form):
+    """The entries the device writes (bucket → ±point, copy) are exactly the reference's signed
+    digits: for every scalar, Σ ±(j + 1)·2^((q·Wk + w')·c) over its entries == k_i."""
+    rnd = random.Random(c * 100 + k)
+    ints = [x % R for x in EDGE] + [rnd.randrange(R) for _ in range(26)]
+    n = len(ints)
+    plan, off, ent = device_entries(fake, gpu_msm, ints, c, form, k)
+    H, Wk = plan.H, plan.Wk
+    got = [0] * n
+    ndig = [0] * n
+    for b in range(plan.nb):
+        w1, j = divmod(b, H)
+        for e in ent[int(off[b]): int(off[b + 1])]:
+            e = int(e)
+            copy, i = divmod(e & 0x7fffffff, n)
+            w = copy * Wk + w1
+            got[i] += (-1 if e >> 31 else 1) * (j + 1) << (w * c)
+            ndig[i] += 1
+    assert got == ints
+    assert ndig == [sum(1 for x in signed_digits(v, c) if x) for v in ints], "one entry per non-zero digit"
+
+
+def test_plan_invariants(gpu_msm):
+    """Window/segment planning against its contracts, for many sizes (no tuning constants)."""
+    M = gpu_msm
+    for n in (1, 2, 3, 100, 1 << 10, 3 << 14, 1 << 20, 1 << 24, 1 << 27):
+        for k in (1, 2, 4):
+            for c in (None, 4, 9, 16):
+                p = M.msm_plan(n, "g1", None, npoints=n, c=c, k=k)
+                assert p.W * p.c >= 256 and (p.W - 1) * p.c < 256        # covers k < 2^255 + carry
+                assert p.Wk * p.k >= p.W and (p.Wk - 1) * p.k < p.W
+                assert p.nb == p.Wk << (p.c - 1) and p.H == 1 << (p.c - 1)
+                assert p.S ** p.levels >= n * k > p.S ** (p.levels - 1) or (n * k == 1 and p.levels == 1)
+                assert p.H % (p.P * p.segs) == 0 and p.host_rows == p.Wk * p.P
+                assert p.scratch_bytes >= sum(b for _, b in p.buffers)
+                assert dict(p.buffers)["entries"] == 4 * n * p.W
+                assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
+    assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
+    assert M.msm_plan(0, "g1", None).host_rows == 0
+    with pytest.raises(ValueError, match="2\\^31"):
+        M.msm_plan(1 << 28, "g1", None, k=8)
+    with pytest.raises(ValueError, match="c must be"):
+        M.msm_plan(10, "g1", None, c=25)
+    with pytest.raises(ValueError, match="group"):
+        M.msm_plan(10, "g3", None)
+    with pytest.raises(ValueError, match="only 5 points"):
+        M.msm_plan(10, "g1", None, npoints=5)
+
+
+# --------------------------------------------------------------------------- MSM == CPU
+
+def _sc(rng, n, kind, form):
+    s = dist_scalars(rng, n, kind)
+    return s, (fr_to_mont(s) if form == "montgomery" else s)
+
+
+G1_CASES = [(kind, 97, 5, "canonical") for kind in KINDS] + [
+    ("uniform", 1, None, "canonical"), ("uniform", 2, 3, "montgomery"), ("uniform", 300, 8, "canonical"),
+    ("bits90", 256, 6, "montgomery"), ("real_tail", 211, 4, "montgomery"), ("r_minus_1", 40, 7, "montgomery"),
+    ("equal", 130, 2, "canonical"), ("single", 64, 11, "montgomery")]
+
+
+@pytest.mark.parametrize("kind,n,c,form", G1_CASES, ids=[f"{k}-n{n}-c{c}-{f[:4]}" for k, n, c, f in G1_CASES])
+def test_msm_g1_matches_cpu(gpu_msm, rng, kind, n, c, form):
+    pts = points("g1", n)
+    canon, sc = _sc(rng, n, kind, form)
+    got = gpu_msm.msm_g1(pts, sc, c=c, scalar_form=form)
+    assert np.array_equal(got, cpu_msm(pts, canon, "g1")), f"{kind} n={n} c={c} {form}"
+
+
+@pytest.mark.parametrize("segment", [2, 3, 5])
+@pytest.mark.parametrize("kind", ["ones", "bits90", "equal"])
+def test_msm_g1_tiny_segments(gpu_msm, rng, kind, segment):
+    """Segments of 2..5 entries: heavy buckets go through several segment levels."""
+    n = 150
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, kind)
+    got = gpu_msm.msm_g1(pts, sc, c=4, segment=segment)
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{kind} S={segment}"
+
+
+@pytest.mark.parametrize("k,c", [(2, 5), (3, 4), (4, 8), (52, 5)])
+@pytest.mark.parametrize("kind", ["uniform", "bits90", "r_minus_1"])
+def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):
+    """k shifted copies of the bases (precompute_bases): ceil(W/k) windows, the same sum."""
+    n = 60
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, kind)
+    got = gpu_msm.msm_g1(pts, sc, c=c, k=k)
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"k={k} c={c} {kind}"
+
+
+def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
+    """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed."""
+    rnd = random.Random(9)
+    pts = points("g1", 40, seed=3)
+    m = 150
+    idx = np.array([rnd.randrange(40) for _ in range(m)], dtype=np.uint32)
+    for kind in ("uniform", "real_tail"):
+        sc = dist_scalars(rng, m, kind)
+        want = cpu_msm(pts, sc, "g1", idx)
+        assert np.array_equal(gpu_msm.msm_g1_indexed(pts, sc, idx, c=6), want)
+        assert np.array_equal(gpu_msm.msm_g1_indexed(pts, fr_to_mont(sc), idx, c=5, k=3,
+                                                     scalar_form="montgomery"), want)
+    with pytest.raises(ValueError, match="outside"):
+        gpu_msm.msm_g1_indexed(pts, sc, idx + 40)
+
+
+def test_msm_g1_exceptional_cases(gpu_msm):
+    """Repeated points (doublings inside buckets), P and −P (cancellation), points at infinity and
+    zero scalars: the same bytes as the CPU."""
+    from cuzk._native import _field
+    rnd = random.Random(5)
+    p, q = points("g1", 2, seed=77)
+    neg_p = _field.point_neg(p, "g1")
+    rows = [p] * 40 + [neg_p] * 20 + [q] * 30 + [np.zeros(12, np.uint64)] * 10
+    order = list(range(len(rows)))
+    rnd.shuffle(order)
+    pts = np.stack([rows[i] for i in order])
+    for ints in ([1] * len(rows), [rnd.randrange(1 << 20) for _ in rows], [7] * len(rows), [R - 1] * len(rows)):
+        sc = to_arr(ints, 32)
+        assert np.array_equal(gpu_msm.msm_g1(pts, sc, c=4), cpu_msm(pts, sc, "g1"))
+        assert np.array_equal(gpu_msm.msm_g1(pts, sc, c=3, segment=2), cpu_msm(pts, sc, "g1"))
+    both = np.stack([p, neg_p])
+    assert not gpu_msm.msm_g1(both, to_arr([12345, 12345], 32)).any()
+    assert not gpu_msm.msm_g1(pts, to_arr([0] * len(rows), 32)).any()
+
+
+def test_enqueue_msm_device_interface(gpu_msm, fake, rng):
+    """msm_plan / enqueue_msm with device-resident inputs: nothing read back before the caller's
+    sync, the PendingPoint finishes on the host; n = 0 is infinity without a launch."""
+    M = gpu_msm
+    dev = fake.Device.get(0)
+    n = 77
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, "bits90")
+    plan = M.msm_plan(n, "g1", dev, npoints=n, c=5)
+    st = M._state(dev)
+    s = fake.Stream(dev)
+    d_pts, d_sc = st.pool.alloc(pts.nbytes, s), st.pool.alloc(sc.nbytes, s)
+    fake.copy_htod(d_pts, pts, pts.nbytes, s)
+    mont = fr_to_mont(sc)
+    fake.copy_htod(d_sc, mont, mont.nbytes, s)
+    host = fake.PinnedBuffer(plan.host_rows * 24 * 8).asarray("uint64", (plan.host_rows, 24))
+    launches = len(fake.launches)
+    pend = M.enqueue_msm(plan, s, st.pool, d_pts.ptr, d_sc.ptr, host, scalar_form="montgomery")
+    s.synchronize()
+    assert np.array_equal(pend.value(), cpu_msm(pts, sc, "g1"))
+    assert len(fake.launches) - launches == 3 + 2 * plan.levels + 1
+    with pytest.raises(ValueError, match="host_view"):
+        M.enqueue_msm(plan, s, st.pool, d_pts.ptr, d_sc.ptr, host[1:])
+    with pytest.raises(ValueError, match="d_idx_ptr"):
+        M.enqueue_msm(plan, s, st.pool, d_pts.ptr, d_sc.ptr, host, d_idx_ptr=d_sc.ptr)
+    with pytest.raises(ValueError, match="scalar_form"):
+        M.enqueue_msm(plan, s, st.pool, d_pts.ptr, d_sc.ptr, host, scalar_form="mont")
+    launches = len(fake.launches)
+    empty = M.enqueue_msm(M.msm_plan(0, "g1", dev), s, st.pool, d_pts.ptr, d_sc.ptr, host[:0])
+    assert not empty.value().any() and len(fake.launches) == launches
+    d_pts.free(s)
+    d_sc.free(s)
+
+
+def test_msm_rejects_bad_input(gpu_msm):
+    pts = points("g1", 3)
+    with pytest.raises(ValueError, match="2\\^255"):
+        gpu_msm.msm_g1(pts, to_arr([1, 1 << 255, 2], 32))
+    with pytest.raises(ValueError, match=">= r"):
+        gpu_msm.msm_g1(pts, to_arr([1, R, 2], 32), scalar_form="montgomery")
+    with pytest.raises(ValueError, match="scalar_form"):
+        gpu_msm.msm_g1(pts, to_arr([1, 2, 3], 32), scalar_form="Montgomery")
+    with pytest.raises(ValueError, match="differ"):
+        gpu_msm.msm_g1(pts, to_arr([1, 2], 32))
+    with pytest.raises(ValueError, match="shape"):
+        gpu_msm.msm_g1(pts[:, :6], to_arr([1, 2, 3], 32))
+    with pytest.raises(ValueError, match="shape"):
+        gpu_msm.msm_g2(pts, to_arr([1, 2, 3], 32))
+
+
+# --------------------------------------------------------------------------- G2
+
+G2_CASES = [("uniform", 33, 4, "canonical"), ("bits90", 64, 3, "montgomery"), ("ones", 20, 4, "canonical"),
+            ("real_tail", 45, 5, "montgomery"), ("single", 9, None, "canonical"), ("r_minus_1", 7, 6, "canonical")]
+
+
+@needs_g2
+@pytest.mark.parametrize("kind,n,c,form", G2_CASES, ids=[f"{k}-n{n}-c{c}-{f[:4]}" for k, n, c, f in G2_CASES])
+def test_msm_g2_matches_cpu(gpu_msm, rng, kind, n, c, form):
+    pts = points("g2", n)
+    canon, sc = _sc(rng, n, kind, form)
+    got = gpu_msm.msm_g2(pts, sc, c=c, scalar_form=form)
+    assert np.array_equal(got, cpu_msm(pts, canon, "g2")), f"g2 {kind} n={n} c={c} {form}"
+
+
+@needs_g2
+def test_msm_g2_indexed_precomputed(gpu_msm, rng):
+    rnd = random.Random(4)
+    pts = points("g2", 16, seed=5)
+    idx = np.array([rnd.randrange(16) for _ in range(40)], dtype=np.uint32)
+    sc = dist_scalars(rng, 40, "uniform")
+    got = gpu_msm.msm_g2_indexed(pts, sc, idx, c=4, k=2, segment=3)
+    assert np.array_equal(got, cpu_msm(pts, sc, "g2", idx))
