@@ -15,7 +15,7 @@ import os
 import threading
 import time
 
-from .._errors import EngineBusy, EngineClosed, EngineError
+from .._errors import BudgetError, EngineBusy, EngineClosed, EngineError
 from . import _nvtx
 from ._interlock import ACQUIRE, RELEASE, Interlock, lock_mode_arg
 from ._timeline import Timeline
@@ -195,11 +195,33 @@ class _Slots:
             self._cond.notify_all()
 
 
+class _DeviceBudget:
+    """The budget the worker contexts of a device see.  A reservation that could not fit even
+    with every partition finished (more than the budget less the resident keys) fails at once
+    with ``BudgetError`` instead of waiting forever; everything else is the device's Budget."""
+
+    def __init__(self, budget):
+        self.budget = budget
+        self.pinned = 0                  # bytes of resident keys held from ``budget``
+
+    def reserve(self, nbytes, what="", *, block=True, timeout=None):
+        total = self.budget.total
+        if total is not None and int(nbytes) + self.pinned > total:
+            raise BudgetError(f"{self.budget.name}: {what or 'reservation'} needs {int(nbytes)} "
+                              f"bytes; the budget of {total} bytes less {self.pinned} bytes of "
+                              f"resident keys leaves {total - self.pinned}")
+        return self.budget.reserve(nbytes, what, block=block, timeout=timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.budget, name)
+
+
 class _Device:
     """One (real or simulated) device: its stage object, budget, interlock and workers."""
 
     def __init__(self, index, stages, budget, interlock):
         self.index, self.stages, self.budget, self.interlock = index, stages, budget, interlock
+        self.worker_budget = None        # _DeviceBudget over ``budget``
         self.label = stages.device_label if stages.name != "cpu" else f"cpu:{index}"
         self.workers = []                # [_WorkerState]
         self.contexts = []
@@ -329,17 +351,18 @@ class Engine:
                 else:
                     st = factory(i)
                     self.backend = st.name
-                budget = None
-                if vram_budget is not None or st.name == "cpu":
-                    from .._budget import Budget
+                from .._budget import Budget
+                if vram_budget is not None or st.name != "cuda":
                     budget = Budget(vram_budget, name=f"{st.name}:{dev_idx}")
+                else:                    # the process-wide budget of the CUDA device
+                    from .._stages._cuda import device_budget
+                    budget = device_budget(st.device)
                 dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}"))
+                dev.worker_budget = _DeviceBudget(budget)
                 for w in range(self.workers_per_gpu):
-                    ctx = st.context(budget=budget, threads=self.threads_per_worker,
+                    ctx = st.context(budget=dev.worker_budget, threads=self.threads_per_worker,
                                      name=f"d{i}w{w}")
                     dev.contexts.append(ctx)
-                    if dev.budget is None:
-                        dev.budget = getattr(ctx, "budget", None)
                 self.devices.append(dev)
             for dev in self.devices:
                 for w, ctx in enumerate(dev.contexts):
@@ -412,6 +435,8 @@ class Engine:
                     for k in resident.values():
                         k.release()
                     raise
+                for dev in self.devices:
+                    dev.worker_budget.pinned += int(getattr(resident[dev.index], "nbytes", 0))
             ek = EngineKey(pk, path, resident)
             self._keys[cache_key] = ek
             return ek
@@ -435,11 +460,11 @@ class Engine:
                     return True
         return False
 
-    @staticmethod
-    def _release_key(ek):
+    def _release_key(self, ek):
         ek.evicted = True
-        for k in ek.resident.values():
+        for d, k in ek.resident.items():
             k.release()
+            self.devices[d].worker_budget.pinned -= int(getattr(k, "nbytes", 0))
 
     @property
     def keys(self):
@@ -719,8 +744,8 @@ class Engine:
         Parameters
         ----------
         cancel_pending : bool
-            Cancel the queued partitions' jobs instead of proving them (partitions already
-            running finish).
+            Cancel every job that still has queued partitions instead of proving them; jobs
+            whose partitions are all running finish.
         timeout : float or None
             Seconds to wait for the workers; raises :class:`EngineError` if they are still
             running then (nothing is released in that case).
@@ -729,9 +754,10 @@ class Engine:
             return
         self._closing = True
         if cancel_pending:
-            with self._jobs_lock:
-                jobs = list(self._jobs.values())
-            for job in jobs:
+            dropped = self._queue.remove(lambda t: True)
+            for t in dropped:
+                self._partition_done(t, "cancelled")
+            for job in {id(t.job): t.job for t in dropped}.values():
                 job.future.cancel()
         self._queue.close()
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -1,0 +1,468 @@
+"""cuzk.Engine on the CPU backend: proofs, lock modes x workers x simulated devices, faults,
+budgets, cancellation, close, priorities, max_in_flight, key cache, soak.
+
+Every wait is bounded (futures and close with a timeout; no pytest-timeout needed)."""
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cuzk
+from cuzk import Engine, EngineBusy, EngineClosed, EngineError
+from cuzk._errors import BudgetError, UnsatisfiedAssignmentError
+from cuzk._engine import LOCK_MODES
+from cuzk._stages import CpuStages, stages_for
+from cuzk._stages._cpu import host_partition_bytes
+
+from engine_helpers import TIMEOUT, FakeStages, Injected, Wrapped, circuit, verify_all
+
+MODES = list(LOCK_MODES)
+
+
+def _free_after(eng):
+    """Budgets hold exactly the resident keys; nothing queued or in flight; no lock held."""
+    st = eng.status()
+    assert st["in_flight"] == 0 and sum(st["queued"].values()) == 0
+    for dev in st["devices"]:
+        keys = sum(k["nbytes"][dev["index"]] for k in st["keys"])
+        assert dev["budget"]["used"] == keys, dev["budget"]
+        assert all(not v["held"] and v["waiting"] == 0 for v in dev["locks"].values()), dev
+    for k in st["keys"]:
+        assert k["in_use"] == 0
+
+
+def _wait_idle(eng, timeout=TIMEOUT):
+    """Until every worker is idle (a job's future resolves before its partition record ends)."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        st = eng.status()
+        if st["in_flight"] == 0 and all(w["state"] == "idle" for d in st["devices"]
+                                        for w in d["workers"]):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"engine not idle after {timeout} s: {eng.status()}")
+
+
+def test_engine_bytes_equal_prove():
+    """Same (r, s) -> the engine's bytes equal cuzk.prove's (an independent code path)."""
+    pk, asg = circuit(4)
+    rs = [(3, 5), (7, 11), (123456789, 987654321)]
+    with Engine("cpu", workers_per_gpu=2, threads=2) as eng:
+        out = eng.submit(pk, [asg] * 3, randomizers=rs).result(TIMEOUT)
+    want = b"".join(cuzk.prove(pk, asg, r, s, backend="cpu", threads=1) for r, s in rs)
+    assert out == want
+    verify_all(pk, out, [asg] * 3)
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("mode", MODES)
+def test_many_jobs(mode, workers, devices):
+    pk4, a4 = circuit(4)
+    pk5, a5 = circuit(5)
+    jobs = []
+    with Engine("cpu", devices=devices, workers_per_gpu=workers, lock_mode=mode,
+                threads=2) as eng:
+        k4, k5 = eng.load(pk4), eng.load(pk5)
+        prios = ["low", "normal", "high", "critical"]
+        for j in range(8):
+            key, pk, a = (k4, pk4, a4) if j % 2 == 0 else (k5, pk5, a5)
+            n = 1 + j % 3
+            jobs.append((pk, [a] * n, eng.submit(key, [a] * n, priority=prios[j % 4])))
+        for pk, asgs, fut in jobs:
+            verify_all(pk, fut.result(TIMEOUT), asgs)
+        _wait_idle(eng)
+        _free_after(eng)
+        m = eng.timeline.metrics()
+        assert m["partitions"] == sum(len(a) for _, a, _ in jobs) and m["failed"] == 0
+        used = {r.device for r in eng.timeline.records("partition")}
+        assert used <= set(range(devices))
+        st = eng.status()
+    assert st["completed"] == m["partitions"]
+
+
+BOUNDARIES = ["prepare-before", "prepare-after", "run-before", "run-after", "sync",
+              "finish-before", "finish-after"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("where", BOUNDARIES)
+def test_injected_failure(where, mode):
+    """The poisoned partition's job fails with the injected error; locks and reservations are
+    released; the other jobs finish and the workers go on."""
+    pk, asg = circuit(4)
+    poison = cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
+    stages = [Wrapped(CpuStages(1), fail={where: lambda a: a is poison}) for _ in range(2)]
+    with Engine(devices=2, workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__,
+                threads=2) as eng:
+        good1 = eng.submit(pk, [asg] * 2)
+        bad = eng.submit(pk, [asg, poison, asg])
+        good2 = eng.submit(pk, [asg] * 3, priority="high")
+        with pytest.raises(Injected, match=where):
+            bad.result(TIMEOUT)
+        verify_all(pk, good1.result(TIMEOUT), [asg] * 2)
+        verify_all(pk, good2.result(TIMEOUT), [asg] * 3)
+        after = eng.submit(pk, [asg] * 2)            # the workers are still there
+        verify_all(pk, after.result(TIMEOUT), [asg] * 2)
+        _wait_idle(eng)
+        _free_after(eng)
+        errs = [r for r in eng.timeline.records("partition") if r.args["status"] == "error"]
+        assert len(errs) == 1 and errs[0].job == bad.job_id and errs[0].partition == 1
+        assert eng.status()["failed"] == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_assignments(mode):
+    pk4, a4 = circuit(4)
+    _, a5 = circuit(5)
+    aux = a4.aux.copy()
+    aux[-1] ^= np.uint64(1)                       # breaks a row: a∘b != c
+    broken = cuzk.Assignment(**{**{f: getattr(a4, f) for f in a4.__dataclass_fields__},
+                                "aux": aux})
+    r1cs, inputs, aux = cuzk.porep_like(4, 0)
+    unsat = r1cs.assignment(inputs, aux)           # a/b/c of the witness, then break c
+    c = unsat.c.copy()
+    c[3] ^= np.uint64(1)
+    unsat = cuzk.Assignment(**{**{f: getattr(unsat, f) for f in unsat.__dataclass_fields__},
+                               "c": c})
+    with Engine("cpu", workers_per_gpu=2, lock_mode=mode, threads=2) as eng:
+        good = eng.submit(pk4, [a4] * 2)
+        wrong_size = eng.submit(pk4, [a4, a5])
+        bad_row = eng.submit(pk4, [unsat])
+        bad_aux = eng.submit(pk4, [broken])
+        with pytest.raises(ValueError, match="points"):
+            wrong_size.result(TIMEOUT)
+        with pytest.raises(UnsatisfiedAssignmentError):
+            bad_row.result(TIMEOUT)
+        with pytest.raises((cuzk.ProofVerificationError, ValueError)):
+            bad_aux.result(TIMEOUT)
+        verify_all(pk4, good.result(TIMEOUT), [a4] * 2)
+        _wait_idle(eng)
+        _free_after(eng)
+    with pytest.raises(TypeError, match="Assignment"):
+        with Engine("cpu", workers_per_gpu=1) as eng:
+            eng.submit(pk4, [a4, "nope"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_of_budget(mode):
+    """A partition larger than the budget less the resident keys fails at once with
+    BudgetError (it would otherwise wait forever); smaller partitions still run."""
+    pk4, a4 = circuit(4)
+    pk6, a6 = circuit(6)
+    st = CpuStages(1)
+    keys = sum(int(getattr(p, q).nbytes) for p in (pk4, pk6) for q in ("h", "l", "a", "b_g1",
+                                                                       "b_g2"))
+    budget = keys + 2 * host_partition_bytes(a4)
+    assert host_partition_bytes(a6) > 2 * host_partition_bytes(a4)
+    with Engine("cpu", workers_per_gpu=3, lock_mode=mode, vram_budget=budget, threads=2) as eng:
+        k4, k6 = eng.load(pk4), eng.load(pk6)
+        assert eng.status()["devices"][0]["budget"]["used"] == keys
+        good = eng.submit(k4, [a4] * 6)
+        big = eng.submit(k6, [a6])
+        with pytest.raises(BudgetError, match="resident keys"):
+            big.result(TIMEOUT)
+        verify_all(pk4, good.result(TIMEOUT), [a4] * 6)
+        _wait_idle(eng)
+        _free_after(eng)
+        peak = eng.status()["devices"][0]["budget"]["peak"]
+        assert peak <= budget
+    # a key larger than the whole budget: BudgetError from load, nothing left reserved
+    with Engine("cpu", workers_per_gpu=1, vram_budget=100) as eng:
+        with pytest.raises(BudgetError):
+            eng.load(pk4)
+        assert eng.status()["devices"][0]["budget"]["used"] == 0
+    del st
+
+
+def _gated(n_devices=1, mode="narrow"):
+    """Stages whose prepare of a partition picked by ``hold`` waits for ``gate``."""
+    gate = threading.Event()
+    held = set()
+    stages = [Wrapped(CpuStages(1), gate=lambda a: gate if id(a) in held else None)
+              for _ in range(n_devices)]
+    return gate, held, stages
+
+
+def _clone(asg):
+    return cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
+
+
+def test_cancel_queued_partitions():
+    pk, asg = circuit(4)
+    gate, held, stages = _gated()
+    blocker = _clone(asg)
+    held.add(id(blocker))
+    with Engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
+        first = eng.submit(pk, [blocker])
+        assert stages[0].entered.wait(TIMEOUT)
+        victim = eng.submit(pk, [asg] * 5)
+        assert eng.status()["queued"]["normal"] == 5
+        assert victim.cancel() and victim.cancelled()
+        assert eng.status()["queued"]["normal"] == 0
+        later = eng.submit(pk, [asg])
+        gate.set()
+        verify_all(pk, first.result(TIMEOUT), [blocker])
+        verify_all(pk, later.result(TIMEOUT), [asg])
+        with pytest.raises(Exception):
+            victim.result(0)
+        _wait_idle(eng)
+        _free_after(eng)
+        ran = {r.job for r in eng.timeline.records("stage")}
+        assert victim.job_id not in ran
+        assert not later.cancel()                  # done futures cannot be cancelled
+
+
+@pytest.mark.parametrize("cancel_pending", [False, True])
+def test_close_with_work_in_flight(cancel_pending):
+    pk, asg = circuit(4)
+    gate, held, stages = _gated()
+    blocker = _clone(asg)
+    held.add(id(blocker))
+    eng = Engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1)
+    running = eng.submit(pk, [blocker])
+    assert stages[0].entered.wait(TIMEOUT)
+    queued = [eng.submit(pk, [asg] * 2) for _ in range(3)]
+    budget = eng.devices[0].budget
+    closer = threading.Thread(target=eng.close, kwargs={"cancel_pending": cancel_pending,
+                                                         "timeout": TIMEOUT})
+    closer.start()
+    t_end = time.monotonic() + TIMEOUT
+    while not eng.status()["closing"] and time.monotonic() < t_end:
+        time.sleep(0.005)
+    with pytest.raises(EngineClosed):
+        eng.submit(pk, [asg])
+    gate.set()
+    closer.join(TIMEOUT)
+    assert not closer.is_alive()
+    verify_all(pk, running.result(TIMEOUT), [blocker])
+    for f in queued:
+        if cancel_pending:
+            assert f.cancelled()
+        else:
+            verify_all(pk, f.result(TIMEOUT), [asg] * 2)
+    assert budget.used == 0                       # keys released too
+    st = eng.status()
+    assert st["closed"] and all(w["state"] == "exited" for w in st["devices"][0]["workers"])
+    eng.close()                                   # idempotent
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("mode", MODES)
+def test_critical_starts_next(mode, workers):
+    """A critical job submitted behind 20 queued partitions is the next one to start."""
+    pk, asg = circuit(4)
+    gate, held, stages = _gated(mode=mode)
+    blockers = [_clone(asg) for _ in range(workers)]
+    held.update(id(b) for b in blockers)
+    with Engine(workers_per_gpu=workers, lock_mode=mode, stages=stages.__getitem__,
+                threads=2) as eng:
+        firsts = [eng.submit(pk, [b]) for b in blockers]
+        t_end = time.monotonic() + TIMEOUT
+        while sum(1 for w in eng.status()["devices"][0]["workers"]
+                  if w["state"] != "idle") < workers:
+            assert time.monotonic() < t_end
+            time.sleep(0.005)
+        normal = [eng.submit(pk, [asg] * 5, priority=p) for p in ("normal", "low", "high",
+                                                                  "normal")]
+        assert sum(eng.status()["queued"].values()) == 20
+        crit = eng.submit(pk, [asg], priority="critical")
+        gate.set()
+        verify_all(pk, crit.result(TIMEOUT), [asg])
+        for f in firsts + normal:
+            f.result(TIMEOUT)
+        _wait_idle(eng)
+        starts = sorted((r.t0, r.job) for r in eng.timeline.records("stage")
+                        if r.name == "prepare")
+        gated = {f.job_id for f in firsts}
+        order = [j for _, j in starts if j not in gated]
+        assert order[0] == crit.job_id, order
+        # then by priority: high, normal (in submission order), low
+        jobs = [f.job_id for f in normal]
+        ranks = {jobs[0]: 2, jobs[1]: 3, jobs[2]: 1, jobs[3]: 2, crit.job_id: 0}
+        assert [ranks[j] for j in order] == sorted(ranks[j] for j in order)
+
+
+def test_max_in_flight():
+    pk, asg = circuit(4)
+    gate, held, stages = _gated()
+    blocker = _clone(asg)
+    held.add(id(blocker))
+    with Engine(workers_per_gpu=1, max_in_flight=3, stages=stages.__getitem__,
+                threads=1) as eng:
+        first = eng.submit(pk, [blocker, asg])
+        assert stages[0].entered.wait(TIMEOUT)
+        with pytest.raises(EngineBusy):
+            eng.submit(pk, [asg] * 2, block=False)
+        assert eng.status()["in_flight"] == 2
+        second = eng.submit(pk, [asg], block=False)          # exactly fits
+        done = threading.Event()
+        box = []
+
+        def blocking():
+            box.append(eng.submit(pk, [asg] * 4))            # waits for slots
+            done.set()
+
+        t = threading.Thread(target=blocking)
+        t.start()
+        assert not done.wait(0.2)                            # blocked behind the gate
+        assert eng.status()["in_flight"] == 3
+        gate.set()
+        assert done.wait(TIMEOUT)
+        t.join(TIMEOUT)
+        verify_all(pk, first.result(TIMEOUT), [blocker, asg])
+        verify_all(pk, second.result(TIMEOUT), [asg])
+        verify_all(pk, box[0].result(TIMEOUT), [asg] * 4)
+        _wait_idle(eng)
+        _free_after(eng)
+        assert eng.status()["devices"][0]["budget"]["peak"] <= (
+            eng.status()["keys"][0]["nbytes"][0] + 3 * host_partition_bytes(asg))
+
+
+def test_key_cache_and_evict(tmp_path):
+    pk4, a4 = circuit(4)
+    pk5, a5 = circuit(5)
+    path = tmp_path / "k4.params"
+    cuzk.write_params(str(path), pk4)
+    with Engine("cpu", devices=2, workers_per_gpu=1) as eng:
+        k = eng.load(str(path))
+        assert eng.load(os.path.join(str(tmp_path), ".", "k4.params")) is k
+        assert eng.load(k) is k and k.path == os.path.realpath(path)
+        k5 = eng.load(pk5)
+        assert eng.load(pk5) is k5 and len(eng.keys) == 2
+        st = eng.status()
+        assert [x["where"] for x in st["keys"]] == [["host", "host"], ["host", "host"]]
+        verify_all(pk4, eng.submit(str(path), [a4] * 2).result(TIMEOUT), [a4] * 2)
+        verify_all(pk5, eng.submit(k5, [a5]).result(TIMEOUT), [a5])
+        _wait_idle(eng)
+        used = [d["budget"]["used"] for d in eng.status()["devices"]]
+        assert eng.evict(k)
+        assert not eng.evict(k)
+        after = [d["budget"]["used"] for d in eng.status()["devices"]]
+        assert [u - a for u, a in zip(used, after)] == k.nbytes and all(k.nbytes)
+        with pytest.raises(EngineError, match="evicted"):
+            eng.submit(k, [a4])
+        # in use: refuse
+        gate, held, stages = _gated()
+    blocker = _clone(a4)
+    held.add(id(blocker))
+    with Engine(workers_per_gpu=1, stages=stages.__getitem__) as eng:
+        key = eng.load(pk4)
+        fut = eng.submit(key, [blocker])
+        with pytest.raises(EngineError, match="queued or running"):
+            eng.evict(key)
+        gate.set()
+        fut.result(TIMEOUT)
+        _wait_idle(eng)
+        assert eng.evict(pk4)
+    with pytest.raises(cuzk.FormatError):
+        with Engine("cpu", workers_per_gpu=1) as eng:
+            bad = tmp_path / "bad.params"
+            bad.write_bytes(b"\0" * 10)
+            eng.load(str(bad))
+
+
+def test_arguments():
+    with pytest.raises(ValueError, match="lock mode"):
+        Engine("cpu", lock_mode="fine")
+    with pytest.raises(ValueError, match="workers_per_gpu"):
+        Engine("cpu", workers_per_gpu=0)
+    with pytest.raises(ValueError, match="devices"):
+        Engine("cpu", devices=0)
+    with pytest.raises(ValueError, match="max_in_flight"):
+        Engine("cpu", max_in_flight=0)
+    pk, asg = circuit(4)
+    with Engine("cpu", workers_per_gpu=1, lock_mode="two_lock") as eng:
+        assert eng.lock_mode == "two-lock"
+        with pytest.raises(ValueError, match="priority"):
+            eng.submit(pk, [asg], priority="urgent")
+        with pytest.raises(ValueError, match="at least one"):
+            eng.submit(pk, [])
+        with pytest.raises(ValueError, match="randomizer"):
+            eng.submit(pk, [asg], randomizers=[(1, 2), (3, 4)])
+        with pytest.raises(ValueError, match=r"\[0, r\)"):
+            eng.submit(pk, [asg], randomizers=[(-1, 2)]).result(TIMEOUT)
+
+
+@pytest.mark.parametrize("mode,expect", [("coarse", False), ("narrow", True),
+                                         ("two-lock", True)])
+def test_prepare_overlaps_kernel_region(mode, expect):
+    """Timing-independent: with narrow and two-lock, one worker's prepare runs while another
+    worker is inside run (the kernel region); with coarse it cannot (the waits are bounded)."""
+    pk, asg = circuit(4)
+    a0, a1 = _clone(asg), _clone(asg)
+    t = TIMEOUT if expect else 0.5
+    a0_in_run, a1_entered = threading.Event(), threading.Event()
+    running, observed = [False], []
+
+    def on_prepare(part):
+        if part.asg is a1:
+            a0_in_run.wait(t)
+            observed.append(running[0])
+            a1_entered.set()
+
+    def on_run(part):
+        if part.asg is a0:
+            running[0] = True
+            a0_in_run.set()
+            a1_entered.wait(t)
+            running[0] = False
+
+    fake = FakeStages(on_prepare=on_prepare, on_run=on_run)
+    with Engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
+        out = eng.submit(pk, [a0, a1]).result(TIMEOUT)
+        assert len(out) == 384
+        _wait_idle(eng)
+        _free_after(eng)
+    assert observed == [expect]
+    assert not fake.live
+
+
+def _rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _soak(n):
+    pk, asg = circuit(4)
+    with Engine("cpu", workers_per_gpu=2, lock_mode="narrow", threads=2,
+                timeline_maxlen=4096) as eng:
+        key = eng.load(pk)
+        warm = n // 5
+        for f in [eng.submit(key, [asg]) for _ in range(warm)]:
+            f.result(TIMEOUT)
+        rss0 = _rss()
+        futs = []
+        for i in range(n - warm):
+            futs.append(eng.submit(key, [asg], priority=("low", "normal", "high")[i % 3]))
+            if len(futs) >= 50 or i == n - warm - 1:
+                for f in futs:
+                    last = f.result(TIMEOUT)
+                    assert len(last) == 192
+                futs = []
+        verify_all(pk, last, [asg])
+        _wait_idle(eng)
+        rss1 = _rss()
+        _free_after(eng)
+        assert eng.status()["completed"] == n
+        assert eng.devices[0].budget.peak <= key.nbytes[0] + 2 * host_partition_bytes(asg)
+    return rss0, rss1
+
+
+def test_soak_1000():
+    """1,000 tiny proofs through one engine (about 25 s on 2 busy cores: under the 60 s that
+    would make it ``slow``): host RSS flat after a 200-proof warm-up."""
+    rss0, rss1 = _soak(1000)
+    assert rss1 - rss0 < 8 << 20, (rss0, rss1)
+
+
+def test_stages_for_cpu_is_what_the_engine_uses():
+    with Engine("cpu", devices=2, workers_per_gpu=1) as eng:
+        assert [d.stages.name for d in eng.devices] == ["cpu", "cpu"]
+        assert [d.label for d in eng.devices] == ["cpu:0", "cpu:1"]
+        assert type(eng.devices[0].stages) is type(stages_for("cpu"))
