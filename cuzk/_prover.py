@@ -138,17 +138,17 @@ def prove_partitions(pk, assignments, *, backend: str = "auto", device: int | No
                      timings: dict | None = None, stages: Stages | None = None,
                      progress=None) -> bytes:
     """Prove several partitions with one key (loaded once); returns their proofs concatenated
-    in partition order (192 bytes each).  ``timings`` accumulates over the partitions (``total``
-    is the sum).  ``progress(i, count)`` is called after each partition.  Other parameters and
+    in partition order (192 bytes each).  ``assignments`` may be any iterable (an iterator is
+    pulled one partition at a time).  ``timings`` accumulates over the partitions (``total`` is
+    the sum).  ``progress(i)`` is called after the i-th partition.  Other parameters and
     errors as ``prove``."""
-    asgs = [_assignment(a) for a in assignments]
     sess = _Session(pk, backend, device, threads, stages)
     try:
         out = []
-        for i, a in enumerate(asgs):
-            out.append(sess.prove(a, None, None, verify, check, timings))
+        for a in assignments:           # pulled one at a time: an iterator may load them lazily
+            out.append(sess.prove(_assignment(a), None, None, verify, check, timings))
             if progress is not None:
-                progress(i + 1, len(asgs))
+                progress(len(out))
         return b"".join(out)
     finally:
         sess.close()
