@@ -30,6 +30,7 @@ __all__ = [
     "add", "sub", "mul", "neg", "sqr", "inv", "pow", "sqrt",
     "decode_points", "encode_points", "check_points", "jacobian_to_affine",
     "generator", "point_add", "point_double", "point_neg", "point_mul", "on_curve", "g1_xyzz_horner",
+    "g2_xyzz_horner",
     "in_subgroup", "msm_simple",
 ]
 
@@ -169,18 +170,26 @@ cdef extern from * nogil:
         if (g == 1) *(g1_affine_t*)o = cuzk::msm_simple((const g1_affine_t*)p, k, n, t).to_affine();
         else *(g2_affine_t*)o = cuzk::msm_simple((const g2_affine_t*)p, k, n, t).to_affine();
     }
-    // Σ_w 2^(w·c)·Σ_p parts[w·P + p] over G1 XYZZ points (the GPU MSM's window sums: the
-    // same 4 x 48-byte layout), to affine.
-    static_assert(sizeof(g1_xyzz_t) == 4 * 48, "XYZZ layout shared with cuzk/cu/ec/g1.cuh");
-    inline void g1_xyzz_horner(uint64_t* o, const uint64_t* parts, unsigned W, unsigned P, unsigned c) {
-        const g1_xyzz_t* S = (const g1_xyzz_t*)parts;
-        g1_xyzz_t acc = g1_xyzz_t::infinity();
+    // Σ_w 2^(w·c)·Σ_p parts[w·P + p] over XYZZ points (the GPU's window / block partial sums:
+    // the layout of cuzk/cu/ec/xyzz_t.cuh, G1 4 x 48 bytes, G2 4 x 96 bytes), to affine.
+    static_assert(sizeof(g1_xyzz_t) == 4 * 48, "XYZZ layout shared with cuzk/cu/ec/xyzz_t.cuh");
+    static_assert(sizeof(g2_xyzz_t) == 4 * 96, "XYZZ layout shared with cuzk/cu/ec/xyzz_t.cuh");
+    template <class C>
+    inline void xyzz_horner(uint64_t* o, const uint64_t* parts, unsigned W, unsigned P, unsigned c) {
+        const xyzz_t<C>* S = (const xyzz_t<C>*)parts;
+        xyzz_t<C> acc = xyzz_t<C>::infinity();
         for (unsigned w = W; w-- > 0;) {
             if (w + 1 < W)
                 for (unsigned k = 0; k < c; k++) acc = acc.dbl();
             for (unsigned p = 0; p < P; p++) acc = acc.add(S[(size_t)w * P + p]);
         }
-        *(g1_affine_t*)o = acc.to_affine();
+        *(affine_t<C>*)o = acc.to_affine();
+    }
+    inline void g1_xyzz_horner(uint64_t* o, const uint64_t* parts, unsigned W, unsigned P, unsigned c) {
+        xyzz_horner<g1_curve>(o, parts, W, P, c);
+    }
+    inline void g2_xyzz_horner(uint64_t* o, const uint64_t* parts, unsigned W, unsigned P, unsigned c) {
+        xyzz_horner<g2_curve>(o, parts, W, P, c);
     }
     }  // namespace cuzk_field
     """
@@ -197,6 +206,8 @@ cdef extern from * nogil:
     void c_msm_simple "cuzk_field::msm_simple"(int g, uint64_t* o, const uint64_t* p, const uint64_t* k,
                                                size_t n, size_t threads)
     void c_g1_xyzz_horner "cuzk_field::g1_xyzz_horner"(uint64_t* o, const uint64_t* parts, unsigned W,
+                                                        unsigned P, unsigned c)
+    void c_g2_xyzz_horner "cuzk_field::g2_xyzz_horner"(uint64_t* o, const uint64_t* parts, unsigned W,
                                                         unsigned P, unsigned c)
 
 
@@ -637,6 +648,23 @@ def g1_xyzz_horner(parts, unsigned W, unsigned P, unsigned c):
     cdef uint64_t[::1] o = out
     with nogil:
         c_g1_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
+    return out
+
+
+def g2_xyzz_horner(parts, unsigned W, unsigned P, unsigned c):
+    """``g1_xyzz_horner`` for G2: parts uint64 (W·P, 48) (X, Y, ZZ, ZZZ, each Fq2 = c0‖c1
+    Montgomery; ZZ = 0 is infinity), returned affine uint64 (24,) (all-zero = infinity).  The
+    host end of the GPU G2 reductions (batch addition, MSM)."""
+    if (not isinstance(parts, np.ndarray) or parts.dtype != np.uint64 or parts.ndim != 2
+            or parts.shape[1] != 48 or not parts.flags.c_contiguous):
+        raise ValueError("parts must be a C-contiguous uint64 array of shape (k, 48)")
+    if W == 0 or P == 0 or parts.shape[0] != W * P:
+        raise ValueError(f"parts must hold W·P = {W * P} points, got {parts.shape[0]}")
+    out = np.zeros(24, dtype=np.uint64)
+    cdef const uint64_t[:, ::1] pv = parts
+    cdef uint64_t[::1] o = out
+    with nogil:
+        c_g2_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
     return out
 
 

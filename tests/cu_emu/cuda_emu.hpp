@@ -46,6 +46,7 @@ inline unsigned __brev(unsigned x)
     return r;
 }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }  // 1 + index of the lowest set bit, 0 for 0
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 // Device-wide atomics: blocks run concurrently on host worker threads.
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

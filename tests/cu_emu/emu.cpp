@@ -32,6 +32,9 @@
 #include "cuda_emu.hpp"
 #include "ntt/ntt.cu"
 #include "msm/msm.cu"
+#include "msm/batch_add.cu"
+#include "ec/fixed_base.cu"
+#include "ec_ops.cu"  // harness kernels of the XYZZ template (tests/test_cu_emu_ec.py)
 
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -125,6 +128,9 @@ kernel_t make_kernel(void (*f)(A...))
 
 #define EMU_KERNEL(name) {#name, make_kernel(&name)}
 const std::map<std::string, kernel_t> KERNELS = {
+    EMU_KERNEL(cuzk_batch_add_g1), EMU_KERNEL(cuzk_batch_add_g2),
+    EMU_KERNEL(cuzk_fixed_base_g1), EMU_KERNEL(cuzk_fixed_base_g2),
+    EMU_KERNEL(emu_ec_ops_g1), EMU_KERNEL(emu_ec_ops_g2),
     EMU_KERNEL(cuzk_ntt_pass), EMU_KERNEL(cuzk_ntt_gen_zetas),
     EMU_KERNEL(cuzk_fr_mul),   EMU_KERNEL(cuzk_fr_add),
     EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(emu_fr_ops),

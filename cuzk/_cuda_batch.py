@@ -1,0 +1,232 @@
+"""Batch addition on a CUDA device: Σ of the points whose bit is set in a bitmap (the prover's
+"scalar is 1" sums for L, A, B_G1 in G1 and B_G2 in G2; kernels in ``cuzk/cu/msm/batch_add.cu``,
+program "batch_add").
+
+Bitmap semantics are the CPU's (``cuzk._native._msm.batch_add``): bit i of uint64 word i // 64,
+LSB first, selects point i.  Points are affine Montgomery in the CPU layout (G1 uint64 (n, 12),
+G2 (n, 24); all-zero = infinity).
+
+Two levels:
+
+* ``batch_add_plan`` + ``enqueue_batch_add``: for device-resident points and bitmap, on a
+  worker's stream.  The kernel writes one XYZZ partial per block into pool scratch, a
+  stream-ordered copy moves them into the caller's pinned host slice, and the returned
+  ``PendingPoint`` sums them on the CPU after the caller's one synchronization.  Nothing in
+  ``enqueue_batch_add`` synchronizes or allocates outside the pool.
+* ``batch_add``: the NumPy convenience (upload, enqueue, synchronize), the same bytes as
+  ``cuzk._native._msm.batch_add``.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import _kernels
+from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint
+from ._cuda_state import DeviceState, state_for
+
+__all__ = ["BatchPlan", "batch_add_plan", "enqueue_batch_add", "batch_add", "check_bitmap"]
+
+_kernels.register("batch_add", "msm/batch_add.cu")
+
+# Threads per block (a power of two: the block tree) and blocks per SM.  G1: 256 threads x 192-byte
+# XYZZ = 48 KiB of shared memory, G2: 128 x 384 bytes = 48 KiB (no opt-in needed).
+_THREADS = {"g1": 256, "g2": 128}
+_BLOCKS_PER_SM = 4
+
+
+def _driver():
+    from ._native import _driver as d
+    return d
+
+
+_states = {}
+_states_lock = threading.Lock()
+
+
+def _state(device):
+    return state_for(_states, _states_lock, _driver(), device,
+                     lambda dev: DeviceState(_driver(), dev, "batch_add"))
+
+
+def _group(group):
+    if group not in ("g1", "g2"):
+        raise ValueError(f"group must be 'g1' or 'g2', got {group!r}")
+    return group
+
+
+class BatchPlan:
+    """Launch shape of one batch addition over ``n_points`` points of ``group`` on ``device``.
+
+    Attributes
+    ----------
+    n_points, group, device
+    blocks : int
+        Grid size = number of XYZZ partials (``PendingPoint``'s P).
+    threads : int
+        Threads per block.
+    words : int
+        Bitmap words read, ceil(n_points / 64).
+    scratch_bytes : int
+        Pool scratch per launch (the partials), allocated and freed on the stream.
+    host_rows : int
+        Rows of the pinned host slice the caller provides: uint64 (host_rows, XYZZ_WORDS[group]).
+    shmem : int
+        Dynamic shared memory per block.
+    """
+
+    __slots__ = ("n_points", "group", "device", "blocks", "threads", "words", "scratch_bytes",
+                 "host_rows", "shmem")
+
+    def __repr__(self):
+        return (f"BatchPlan(n_points={self.n_points}, group={self.group!r}, blocks={self.blocks}, "
+                f"threads={self.threads})")
+
+
+def batch_add_plan(n_points, group, device=None):
+    """The ``BatchPlan`` for ``n_points`` points of ``group`` ("g1" / "g2") on ``device`` (None:
+    device 0; an int: that ordinal).  ``n_points`` = 0 gives blocks = 0 (nothing is launched)."""
+    group = _group(group)
+    n = int(n_points)
+    if n < 0:
+        raise ValueError(f"n_points must be >= 0, got {n}")
+    if n >= 1 << 40:
+        raise ValueError(f"n_points = {n}: at most 2^40 - 1 points")
+    st = _state(device)
+    p = BatchPlan()
+    p.n_points, p.group, p.device = n, group, st.device
+    p.threads = _THREADS[group]
+    p.words = (n + 63) // 64
+    # at least one word per thread; never more blocks than the device keeps busy
+    p.blocks = min(st.device.sm_count * _BLOCKS_PER_SM, -(-p.words // p.threads)) if n else 0
+    p.host_rows = p.blocks
+    p.scratch_bytes = p.blocks * XYZZ_WORDS[group] * 8
+    p.shmem = p.threads * XYZZ_WORDS[group] * 8
+    return p
+
+
+def enqueue_batch_add(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
+    """Enqueue Σ points[i] over the set bits i on ``stream``; no synchronization.
+
+    Parameters
+    ----------
+    plan : BatchPlan
+    stream : Stream
+        The worker's compute stream; the kernel and the copy into ``host_view`` run on it.
+    pool : MemPool
+        Scratch (``plan.scratch_bytes``) is allocated from it and freed, stream-ordered.
+    d_points_ptr, d_bits_ptr : int or DeviceBuffer
+        Device-resident points (plan.n_points rows, the CPU layout, 16-byte aligned) and bitmap
+        (>= plan.words uint64 words; bits at positions >= n_points are ignored).
+    host_view : numpy.ndarray
+        uint64 (plan.host_rows, XYZZ_WORDS[group]), C-contiguous, in pinned host memory (or any
+        host memory when the caller synchronizes the stream anyway).
+
+    Returns
+    -------
+    PendingPoint
+        ``.value()`` (after the stream is synchronized) is the affine sum, uint64 (12,) / (24,).
+    """
+    g = plan.group
+    rows = XYZZ_WORDS[g]
+    if (not isinstance(host_view, np.ndarray) or host_view.dtype != np.uint64
+            or host_view.shape != (plan.host_rows, rows) or not host_view.flags.c_contiguous):
+        raise ValueError(f"host_view must be a C-contiguous uint64 array of shape "
+                         f"({plan.host_rows}, {rows}) for {plan!r}")
+    if plan.blocks == 0:
+        from ._cuda_pending import ReadyPoint
+        return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
+    d = _driver()
+    st = _state(plan.device)
+    fn = st.fn(f"cuzk_batch_add_{g}", plan.shmem)
+    part = pool.alloc(plan.scratch_bytes, stream)
+    try:
+        fn.launch(stream, plan.blocks, plan.threads,
+                  [("P", part.ptr), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)),
+                   ("Q", plan.n_points)], shmem=plan.shmem)
+        d.copy_dtoh(host_view, part, plan.scratch_bytes, stream)
+    finally:
+        part.free(stream)
+    return PendingPoint(host_view, g, W=1, P=plan.blocks)
+
+
+def _ptr(x):
+    return x if isinstance(x, int) else x.ptr
+
+
+def check_bitmap(bits_words, n, name="bits_words"):
+    """``bits_words`` as a C-contiguous uint64 array of at least ceil(n / 64) words with no bit
+    set at a position >= n (the CPU batch_add's contract); ValueError naming the first bad bit."""
+    need = (n + 63) // 64
+    if (not isinstance(bits_words, np.ndarray) or bits_words.dtype != np.uint64
+            or bits_words.ndim != 1 or bits_words.shape[0] < need):
+        raise ValueError(f"{name}: expected a uint64 array of shape (>= {need},) for {n} points, "
+                         f"got {getattr(bits_words, 'dtype', type(bits_words).__name__)} "
+                         f"{getattr(bits_words, 'shape', '')}")
+    bits_words = np.ascontiguousarray(bits_words)
+    tail = bits_words[n // 64:].copy()
+    if tail.size and n % 64:
+        tail[0] &= ~np.uint64((1 << (n % 64)) - 1)
+    nz = np.flatnonzero(tail)
+    if nz.size:
+        k = int(nz[0])
+        v = int(tail[k])
+        bit = (n // 64 + k) * 64 + ((v & -v).bit_length() - 1)
+        raise ValueError(f"{name}: bit {bit} is set but there are only {n} points")
+    return bits_words
+
+
+def batch_add(points, bits_words, group, device=None):
+    """Σ points[i] over the set bits i of ``bits_words``, on the GPU.
+
+    Parameters
+    ----------
+    points : numpy.ndarray
+        uint64 (n, 12) for G1 / (n, 24) for G2: affine Montgomery (all-zero = infinity).
+    bits_words : numpy.ndarray
+        uint64 (w,), w >= ceil(n / 64): bit i of word i // 64 (LSB first) selects point i; bits at
+        positions >= n must be clear.
+    group : {"g1", "g2"}
+    device : Device, int or None
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64 (12,) / (24,): the affine Montgomery sum (all-zero = infinity), the bytes of
+        ``cuzk._native._msm.batch_add(points, bits_words, group)``.
+
+    Raises
+    ------
+    ValueError
+        Bad group, shapes or dtypes, too few words, or a set bit at a position >= n.
+    """
+    group = _group(group)
+    w = AFFINE_WORDS[group]
+    if (not isinstance(points, np.ndarray) or points.dtype != np.uint64 or points.ndim != 2
+            or points.shape[1] != w):
+        raise ValueError(f"points: expected a uint64 array of shape (n, {w}) (affine Montgomery "
+                         f"{group.upper()}), got {getattr(points, 'dtype', type(points).__name__)} "
+                         f"{getattr(points, 'shape', '')}")
+    n = points.shape[0]
+    bits_words = check_bitmap(bits_words, n)
+    if n == 0:
+        return np.zeros(w, dtype=np.uint64)
+    points = np.ascontiguousarray(points)
+    bits = np.ascontiguousarray(bits_words[:(n + 63) // 64])
+    d = _driver()
+    plan = batch_add_plan(n, group, device)
+    st = _state(plan.device)
+    s = st.streams()[0]
+    host = np.empty((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)
+    d_pts = st.pool.alloc(points.nbytes, s)
+    d_bits = st.pool.alloc(bits.nbytes, s)
+    try:
+        d.copy_htod(d_pts, points, points.nbytes, s)
+        d.copy_htod(d_bits, bits, bits.nbytes, s)
+        pending = enqueue_batch_add(plan, s, st.pool, d_pts, d_bits, host)
+        s.synchronize()
+    finally:
+        d_pts.free(s)
+        d_bits.free(s)
+    return pending.value()

@@ -1,0 +1,212 @@
+"""The GPU curve code (cuzk/cu/ec/xyzz_t.cuh over Fq and Fq2), batch addition
+(cuzk/cu/msm/batch_add.cu) and fixed-base multiplication (cuzk/cu/ec/fixed_base.cu) on the host
+emulator (see tests/test_cu_emu.py), against the CPU backend (cuzk._native: ec.hpp's Jacobian
+formulas, _msm.batch_add, _r1cs.fixed_base_mul).
+"""
+import random
+
+import numpy as np
+import pytest
+
+from test_cu_emu import R, emu_lib, fake, to_arr  # noqa: F401  (fixtures: the built emulator)
+
+from cuzk._cuda_pending import AFFINE_WORDS, XYZZ_WORDS
+from cuzk._native import _field, _msm, _r1cs
+
+GROUPS = ["g1", "g2"]
+
+
+def points(group, n, seed):
+    """n affine Montgomery points k·G for random k (the CPU's fixed-base path)."""
+    rnd = random.Random(seed)
+    ks = to_arr([rnd.randrange(1, R) for _ in range(n)], 32)
+    return _r1cs.fixed_base_mul(group, _field.to_mont(ks, "fr"))
+
+
+def to_affine(xyzz, group):
+    """XYZZ rows uint64 (k, 24|48) -> affine (k, 12|24), one at a time through the CPU's Horner."""
+    fn = _field.g1_xyzz_horner if group == "g1" else _field.g2_xyzz_horner
+    return np.stack([fn(np.ascontiguousarray(r[None, :]), 1, 1, 0) for r in xyzz])
+
+
+@pytest.fixture
+def gpu_batch(fake, monkeypatch):
+    return fake.install(monkeypatch, None, "cuzk._cuda_batch")
+
+
+@pytest.fixture
+def gpu_fb(fake, monkeypatch):
+    return fake.install(monkeypatch, None, "cuzk._cuda_fixed_base")
+
+
+# --------------------------------------------------------------------------- point operations
+
+EC_OPS = 11
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_xyzz_ops_exceptional_cases(fake, group):
+    """madd / add / dbl / sub / mul_u32 of the template (emu_ec_ops_*: see tests/cu_emu/ec_ops.cu)
+    on random pairs and on P + P, P + (−P), infinity on either or both sides, against the CPU."""
+    w = AFFINE_WORDS[group]
+    p = points(group, 6, 11 if group == "g1" else 12)
+    inf = np.zeros(w, np.uint64)
+    neg = lambda q: _field.point_neg(q, group)           # noqa: E731
+    pairs = [(p[0], p[1]), (p[2], p[3]), (p[0], p[0]), (p[1], neg(p[1])), (inf, p[4]),
+             (p[5], inf), (inf, inf), (neg(p[2]), p[2])]
+    a = np.ascontiguousarray(np.stack([x for x, _ in pairs]))
+    b = np.ascontiguousarray(np.stack([y for _, y in pairs]))
+    dev = fake.Device.get(0)
+    n = len(pairs)
+    da, db = fake.DeviceBuffer.alloc(dev, a.nbytes), fake.DeviceBuffer.alloc(dev, b.nbytes)
+    do = fake.DeviceBuffer.alloc(dev, n * EC_OPS * XYZZ_WORDS[group] * 8)
+    try:
+        fake.copy_htod(da, a, a.nbytes, None)
+        fake.copy_htod(db, b, b.nbytes, None)
+        fake.Module(dev).function(f"emu_ec_ops_{group}").launch(
+            None, 2, 4, [("P", do.ptr), ("P", da.ptr), ("P", db.ptr), ("Q", n)])
+        raw = np.empty((n * EC_OPS, XYZZ_WORDS[group]), np.uint64)
+        fake.copy_dtoh(raw, do, raw.nbytes, None)
+    finally:
+        for x in (da, db, do):
+            x.free()
+    got = to_affine(raw, group).reshape(n, EC_OPS, w)
+    add = lambda x, y: _field.point_add(x, y, group)     # noqa: E731
+    dbl = lambda x: _field.point_double(x, group)        # noqa: E731
+    names = ["a+b madd", "a+b add", "2a dbl", "a+a madd", "2a+b madd", "2a+2b add", "2a+2a add",
+             "2a-2a add", "a-b sub", "5(2a) mul_u32", "2a-2b sub"]
+    for i, (x, y) in enumerate(pairs):
+        x2, y2 = dbl(x), dbl(y)
+        want = [add(x, y), add(x, y), x2, x2, add(x2, y), add(x2, y2), dbl(x2), inf,
+                add(x, neg(y)), _field.point_mul(x2, 5, group), add(x2, neg(y2))]
+        for k, wv in enumerate(want):
+            assert np.array_equal(got[i, k], wv), f"{group} pair {i}: {names[k]}"
+
+
+def test_g2_xyzz_horner_matches_cpu():
+    """_field.g2_xyzz_horner: Σ_w 2^(w·c) Σ_p parts against point arithmetic (XYZZ rows built
+    from affine points with ZZ = ZZZ = 1, plus infinity rows)."""
+    p = points("g2", 6, 5)
+    one = _field.to_mont(to_arr([1], 48), "fq")[0]
+    rows = []
+    for q in p:
+        r = np.zeros(48, np.uint64)
+        r[:24] = q                                       # X = x, Y = y
+        r[24:30] = one                                   # ZZ = 1 (c0), c1 = 0
+        r[36:42] = one                                   # ZZZ = 1
+        rows.append(r)
+    inf = np.zeros(48, np.uint64)
+    parts = np.ascontiguousarray(np.stack(rows[:3] + [inf] + rows[3:5]))   # W = 3, P = 2
+    got = _field.g2_xyzz_horner(parts, 3, 2, 4)
+    s = [_field.point_add(parts_aff[0], parts_aff[1], "g2") for parts_aff in
+         ((p[0], p[1]), (p[2], np.zeros(24, np.uint64)), (p[3], p[4]))]
+    want = np.zeros(24, np.uint64)
+    for w in (2, 1, 0):
+        want = _field.point_mul(want, 16, "g2") if want.any() else want
+        want = _field.point_add(want, s[w], "g2")
+    assert np.array_equal(got, want)
+    with pytest.raises(ValueError, match="48"):
+        _field.g2_xyzz_horner(np.zeros((2, 24), np.uint64), 1, 2, 0)
+
+
+# --------------------------------------------------------------------------- batch addition
+
+def bitmaps(n, rnd):
+    nw = (n + 63) // 64
+    full = np.full(nw, np.uint64(2**64 - 1))
+    if n % 64:
+        full[-1] = np.uint64((1 << (n % 64)) - 1)
+    one = np.zeros(nw, np.uint64)
+    j = rnd.randrange(n)
+    one[j // 64] = np.uint64(1 << (j % 64))
+    last = np.zeros(nw, np.uint64)
+    last[(n - 1) // 64] = np.uint64(1 << ((n - 1) % 64))
+    rand = np.array([rnd.getrandbits(64) for _ in range(nw)], dtype=np.uint64) & full
+    dense = np.array([sum(1 << b for b in range(64) if rnd.random() < 0.9) for _ in range(nw)],
+                     dtype=np.uint64) & full
+    return {"none": np.zeros(nw, np.uint64), "all": full, "one": one, "last": last,
+            "random": rand, "bits90": dense}
+
+
+@pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 64), ("g1", 333), ("g1", 3000),
+                                     ("g2", 1), ("g2", 130), ("g2", 700)])
+def test_batch_add_matches_cpu(gpu_batch, group, n):
+    rnd = random.Random(n)
+    pts = points(group, n, n)
+    if n > 10:
+        pts[3] = 0                                       # infinity rows add nothing
+        pts[7] = _field.point_neg(pts[5], group)         # P and −P cancel
+        pts[9] = pts[8]                                  # P + P: a doubling inside a thread
+    for name, bits in bitmaps(n, rnd).items():
+        want = _msm.batch_add(pts, bits, group, 2)
+        got = gpu_batch.batch_add(pts, bits, group)
+        assert np.array_equal(got, want), f"{group} n={n} bitmap {name}"
+
+
+def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):
+    """The plan / enqueue interface with device buffers and a host slice, several blocks of 8
+    threads (words split across threads and blocks), bitmap bits past n ignored by the kernel."""
+    monkeypatch.setitem(gpu_batch._THREADS, "g1", 8)
+    n = 64 * 40 + 17
+    pts = points("g1", n, 3)
+    rnd = random.Random(1)
+    bits = bitmaps(n, rnd)["bits90"]
+    plan = gpu_batch.batch_add_plan(n, "g1")
+    assert plan.blocks >= 2 and plan.host_rows == plan.blocks
+    dev = fake.Device.get(0)
+    st = gpu_batch._state(None)
+    d_p = fake.DeviceBuffer.alloc(dev, pts.nbytes)
+    padded = np.concatenate([bits, np.full(3, np.uint64(2**64 - 1))])
+    d_b = fake.DeviceBuffer.alloc(dev, padded.nbytes)
+    fake.copy_htod(d_p, pts, pts.nbytes, None)
+    # garbage above bit n in the last word too: the kernel masks it
+    padded[-4] |= np.uint64(~((1 << (n % 64)) - 1) & (2**64 - 1))
+    fake.copy_htod(d_b, padded, padded.nbytes, None)
+    host = np.empty((plan.host_rows, XYZZ_WORDS["g1"]), np.uint64)
+    pend = gpu_batch.enqueue_batch_add(plan, None, st.pool, d_p.ptr, d_b, host)
+    assert pend.P == plan.blocks
+    assert np.array_equal(pend.value(), _msm.batch_add(pts, bits, "g1", 2))
+    d_p.free()
+    d_b.free()
+
+
+def test_batch_add_rejects_bad_input(gpu_batch):
+    pts = points("g1", 70, 2)
+    with pytest.raises(ValueError, match="bit 70 is set"):
+        gpu_batch.batch_add(pts, np.array([0, 1 << 6], np.uint64), "g1")
+    with pytest.raises(ValueError, match=">= 2"):
+        gpu_batch.batch_add(pts, np.zeros(1, np.uint64), "g1")
+    with pytest.raises(ValueError, match="shape"):
+        gpu_batch.batch_add(pts, np.zeros(2, np.uint64), "g2")
+    with pytest.raises(ValueError, match="group"):
+        gpu_batch.batch_add(pts, np.zeros(2, np.uint64), "g3")
+    assert not gpu_batch.batch_add(pts[:0], np.zeros(0, np.uint64), "g1").any()
+
+
+# --------------------------------------------------------------------------- fixed base
+
+@pytest.mark.parametrize("group,n,w", [("g1", 1, 4), ("g1", 300, 5), ("g1", 100, 16),
+                                       ("g2", 1, 3), ("g2", 150, 6)])
+def test_fixed_base_matches_cpu(gpu_fb, group, n, w):
+    rnd = random.Random(n * 7 + w)
+    edge = [0, 1, 2, R - 1, R - 2, (1 << 254), (1 << 16) - 1, 1 << (w - 1), (1 << w) - 1]
+    ints = [rnd.choice(edge) if rnd.random() < 0.3 else rnd.randrange(R) for _ in range(n)]
+    ints[0] = 0 if n > 1 else ints[0]
+    k = to_arr(ints, 32)
+    km = _field.to_mont(k, "fr")
+    want = _r1cs.fixed_base_mul(group, km.copy())
+    assert np.array_equal(gpu_fb.fixed_base_mul(None, k, group, window=w), want)
+    assert np.array_equal(gpu_fb.fixed_base_mul(None, km, group, montgomery=True, window=w), want)
+    base = points(group, 1, 99)[0]
+    assert np.array_equal(gpu_fb.fixed_base_mul(base, k, group, window=w),
+                          _r1cs.fixed_base_mul(group, km.copy(), base=base))
+
+
+def test_fixed_base_rejects_bad_input(gpu_fb):
+    with pytest.raises(ValueError, match=r"scalars\[1\]"):
+        gpu_fb.fixed_base_mul(None, to_arr([1, R, 2], 32), "g1")
+    with pytest.raises(ValueError, match="infinity"):
+        gpu_fb.fixed_base_mul(np.zeros(12, np.uint64), to_arr([1], 32), "g1")
+    with pytest.raises(ValueError, match="window"):
+        gpu_fb.fixed_base_mul(None, to_arr([1], 32), "g1", window=17)
+    assert gpu_fb.fixed_base_mul(None, to_arr([], 32).reshape(0, 4), "g2").shape == (0, 24)
