@@ -360,8 +360,11 @@ def _cmd_demo(args):
 
 def _cmd_bench(args):
     from ._demo import run_bench
+    from ._engine._bench import run_engine_bench, wants_engine_bench
     if args.json:
         _check_out_file(args.json)
+    if wants_engine_bench(args):
+        return run_engine_bench(args)
     return run_bench(args)
 
 
@@ -449,6 +452,20 @@ def _parser():
     s.add_argument("--cache-dir", default=None,
                    help="where generated circuits are cached ($CUZK_DEMO_CACHE, else "
                         "~/.cache/cuzk/demo)")
+    e = s.add_argument_group("engine bench (any of these runs cuzk.Engine over every lock mode)")
+    e.add_argument("--circuit", default=None, choices=["porep-like"], help="circuit family")
+    e.add_argument("--partitions", type=int, default=None,
+                   help="partitions per configuration (default 10)")
+    e.add_argument("--workers-per-gpu", default=None, metavar="W[,W...]",
+                   help="worker threads per device, e.g. 2 or 1,2,4 (default 2)")
+    e.add_argument("--lock-mode", default=None, metavar="MODE[,MODE...]",
+                   help="coarse,narrow,two-lock (default all)")
+    e.add_argument("--devices", type=int, default=None,
+                   help="devices to use (CPU backend: simulated devices; default all / 1)")
+    e.add_argument("--priority-mix", action="store_true",
+                   help="jobs of mixed priorities (normal 10, critical 1, high 4, low 2)")
+    e.add_argument("--trace", default=None, metavar="DIR",
+                   help="write a Chrome trace (.json) and a Gantt chart (.png) per configuration")
     return p
 
 

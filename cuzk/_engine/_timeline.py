@@ -14,7 +14,6 @@ for the last event; on the CPU backend ``run`` computes and ``sync`` returns at 
 """
 import json
 import math
-import os
 import statistics
 import threading
 import time
@@ -223,16 +222,9 @@ class Timeline:
                 "otherData": {"origin_epoch": self.origin_epoch}}
 
     def write_chrome_trace(self, path):
-        """Write :meth:`chrome_trace` as JSON (temp file, then rename)."""
-        doc = self.chrome_trace()
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(doc, f, default=_json_default)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        """Write :meth:`chrome_trace` as JSON (``cuzk._io.atomic_write``)."""
+        from .._io import atomic_write
+        atomic_write(path, json.dumps(self.chrome_trace(), default=_json_default))
         return path
 
     def write_png(self, path, title=None):
@@ -285,14 +277,11 @@ class Timeline:
         if title:
             ax.set_title(title)
         fig.tight_layout()
-        tmp = f"{path}.tmp{os.getpid()}.png"
+        from .._io import atomic_write
         try:
-            fig.savefig(tmp)
-            os.replace(tmp, path)
+            atomic_write(path, lambda f: fig.savefig(f, format="png"))
         finally:
             plt.close(fig)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return path
 
 

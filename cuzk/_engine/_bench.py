@@ -1,0 +1,198 @@
+"""The engine bench (``cuzk bench --lock-mode ... --partitions P ...``): every lock mode and
+worker count on the same inputs in one process, every proof verified.
+
+For each size, the circuit comes from ``cuzk._demo``'s cache (keys generated once, reused by
+later runs); the P partitions get fixed randomizers, so every configuration must produce the
+same bytes (checked: ``bytes_match``).  Each configuration runs in a fresh :class:`Engine`
+after one untimed warm-up partition; figures come from its timeline
+(:meth:`Timeline.metrics`).
+"""
+import hashlib
+import os
+import platform
+import random
+import sys
+import time
+
+from ._interlock import LOCK_MODES, lock_mode_arg
+
+__all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
+           "job_plan", "bench_engine", "format_engine_table", "run_engine_bench"]
+
+#: ``cuzk bench`` options that select the engine bench (any of them given).
+ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
+                  "priority_mix", "trace")
+
+# (priority, partitions) of the jobs of --priority-mix, cycled: sector proofs (10), a
+# WinningPoSt-like critical partition, WindowPoSt-like high and low jobs
+_MIX = (("normal", 10), ("critical", 1), ("high", 4), ("low", 2))
+
+
+def wants_engine_bench(args):
+    """Whether ``args`` (``cuzk bench``) asks for the engine bench."""
+    return any(getattr(args, o, None) not in (None, False) for o in ENGINE_OPTIONS)
+
+
+def parse_modes(text):
+    """``"coarse,narrow,two-lock"`` -> a list of lock modes (``all`` = every mode)."""
+    if text is None or str(text).strip().lower() == "all":
+        return list(LOCK_MODES)
+    modes = [lock_mode_arg(m) for m in str(text).split(",") if m.strip()]
+    if not modes:
+        raise ValueError("--lock-mode: no mode given")
+    return list(dict.fromkeys(modes))
+
+
+def parse_workers(text):
+    """``"2"`` or ``"1,2,4"`` -> list of worker counts (each >= 1)."""
+    if text is None:
+        return [2]
+    out = []
+    for w in str(text).split(","):
+        try:
+            n = int(w)
+        except ValueError:
+            raise ValueError(f"--workers-per-gpu: {w!r} is not an integer") from None
+        if n < 1:
+            raise ValueError(f"--workers-per-gpu must be >= 1, got {n}")
+        out.append(n)
+    return list(dict.fromkeys(out))
+
+
+def job_plan(partitions, priority_mix=False):
+    """``[(priority, n_partitions), ...]`` summing to ``partitions``: jobs of 10 (sector
+    proofs), or with ``priority_mix`` the cycle normal 10 / critical 1 / high 4 / low 2."""
+    if partitions < 1:
+        raise ValueError(f"--partitions must be >= 1, got {partitions}")
+    jobs, left, k = [], partitions, 0
+    while left:
+        prio, n = _MIX[k % len(_MIX)] if priority_mix else ("normal", 10)
+        n = min(n, left)
+        jobs.append((prio, n))
+        left -= n
+        k += 1
+    return jobs
+
+
+def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, trace, tag):
+    from .._verifier import verify
+    from ._engine import Engine
+    t_start = time.perf_counter()
+    with Engine(backend, devices=devices, workers_per_gpu=workers, lock_mode=mode,
+                threads=threads, verify=True) as eng:
+        key = eng.load(pk, progress=False)
+        eng.submit(key, [asg], randomizers=[rs[0]]).result()       # warm-up, untimed
+        eng.timeline.clear()
+        futs, k = [], 0
+        for prio, n in jobs:
+            futs.append(eng.submit(key, [asg] * n, priority=prio, randomizers=rs[k:k + n]))
+            k += n
+        proofs = [f.result() for f in futs]
+        m = eng.timeline.metrics()
+        labels = [d.label for d in eng.devices]
+        backend_name = eng.backend
+        if trace:
+            os.makedirs(trace, exist_ok=True)
+            eng.timeline.write_chrome_trace(os.path.join(trace, f"{tag}.json"))
+            try:
+                eng.timeline.write_png(os.path.join(trace, f"{tag}.png"), title=tag)
+            except Exception as e:          # matplotlib missing: the JSON trace is still there
+                print(f"  {tag}: no PNG ({e})", file=sys.stderr)
+    blob = b"".join(proofs)
+    ok = all(verify(pk.vk, blob[i:i + 192], public) for i in range(0, len(blob), 192))
+    return {"mode": mode, "workers": workers, "devices": len(labels), "device_labels": labels,
+            "backend": backend_name, "partitions": m["partitions"],
+            "s_per_partition": m["s_per_partition"], "partitions_per_s": m["partitions_per_s"],
+            "s_per_10_partitions": m["s_per_proof"], "gpu_efficiency": m["gpu_efficiency"],
+            "kernel_busy": m["kernel_busy"], "gaps": m["gaps"],
+            "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
+            "wall_s": m["wall_s"], "verified": bool(ok and m["failed"] == 0),
+            "sha256": hashlib.sha256(blob).hexdigest(),
+            "engine_s": time.perf_counter() - t_start}
+
+
+def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
+                 threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False):
+    """Run every (workers, mode) configuration on the same P partitions of one size.
+
+    Returns
+    -------
+    list of dict
+        One row per configuration (see :func:`format_engine_table` for the fields), each
+        with ``verified``, ``bytes_match`` and ``speedup_vs_coarse`` (None without a coarse
+        row of the same worker count).
+    """
+    from .._demo import _load_or_regenerate
+    _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
+    rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
+    from .._stages import R_MODULUS
+    rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(partitions)]
+    jobs = job_plan(partitions, priority_mix)
+    rows = []
+    for w in workers:
+        for mode in modes:
+            tag = f"engine-2^{log_n}-{mode}-w{w}"
+            if not quiet:
+                print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
+            row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace, tag)
+            row["log_n"] = log_n
+            row["constraints"] = int(asg.a.shape[0])
+            rows.append(row)
+    ref = rows[0]["sha256"] if rows else None
+    for row in rows:
+        row["bytes_match"] = row["sha256"] == ref
+        base = next((r for r in rows if r["mode"] == "coarse" and r["workers"] == row["workers"]),
+                    None)
+        row["speedup_vs_coarse"] = (row["partitions_per_s"] / base["partitions_per_s"]
+                                    if base and base["partitions_per_s"] else None)
+    return rows
+
+
+def format_engine_table(rows):
+    """The bench table: mode, workers, s/partition, throughput, GPU efficiency, kernel busy,
+    gap counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
+    head = (f"{'log_n':>5s} {'mode':>9s} {'workers':>7s} {'s/part':>9s} {'part/s':>8s} "
+            f"{'s/10part':>9s} {'gpu_eff':>7s} {'busy':>6s} {'gaps <50ms/50-500/>500':>23s} "
+            f"{'vs coarse':>9s} {'verified':>8s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        g = r["gaps"]
+        gaps = f"{g['lt_50ms']}/{g['50_500ms']}/{g['gt_500ms']}"
+        sp = f"{r['speedup_vs_coarse']:.2f}x" if r.get("speedup_vs_coarse") else "-"
+        spp = r["s_per_partition"] or 0.0
+        lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r['workers']:>7d} {spp:9.4f} "
+                     f"{r['partitions_per_s']:8.2f} {(r['s_per_10_partitions'] or 0):9.3f} "
+                     f"{r['gpu_efficiency']:7.1%} {r['kernel_busy']:6.1%} {gaps:>23s} "
+                     f"{sp:>9s} {('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
+    return "\n".join(lines)
+
+
+def run_engine_bench(args):
+    """``cuzk bench`` with engine options; returns the exit code (1 if any proof failed)."""
+    import json
+    if getattr(args, "circuit", None) not in (None, "porep-like"):
+        raise ValueError(f"unknown circuit {args.circuit!r}; known: porep-like")
+    modes = parse_modes(getattr(args, "lock_mode", None))
+    workers = parse_workers(getattr(args, "workers_per_gpu", None))
+    partitions = getattr(args, "partitions", None) or 10
+    devices = getattr(args, "devices", None) or "auto"
+    cache = getattr(args, "cache_dir", None)
+    rows = []
+    for lg in args.log_n:
+        rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
+                             devices=devices, threads=args.threads,
+                             priority_mix=bool(getattr(args, "priority_mix", False)),
+                             trace=getattr(args, "trace", None), cache=cache)
+    be = rows[0]["backend"] if rows else args.backend
+    labels = ", ".join(rows[0]["device_labels"]) if rows else ""
+    print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
+          f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified")
+    print(format_engine_table(rows))
+    if getattr(args, "json", None):
+        from .._io import atomic_write
+        doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
+               "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+               "backend": be, "threads": args.threads, "partitions": partitions,
+               "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows}
+        atomic_write(args.json, json.dumps(doc, indent=1) + "\n")
+    return 0 if all(r["verified"] and r["bytes_match"] for r in rows) else 1

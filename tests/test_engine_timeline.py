@@ -1,0 +1,172 @@
+"""The engine's timeline: derived metrics on hand-made records (exact answers), the Chrome
+trace and PNG exports of a real run, and the engine bench (cuzk bench --lock-mode ...)."""
+import json
+
+import pytest
+
+from cuzk import Engine
+from cuzk._engine import Timeline
+from cuzk._engine._bench import job_plan, parse_modes, parse_workers, wants_engine_bench
+from cuzk._engine._timeline import merge_intervals
+
+from engine_helpers import TIMEOUT, circuit
+
+
+def _tl(parts):
+    """A timeline from (device, worker, job, index, run, sync, kernel) tuples: run=(t0, t1)."""
+    tl = Timeline()
+    for d, w, j, i, (r0, r1), (s0, s1), kern in parts:
+        tl.add("partition", "partition", d, w, j, i, 2, r0 - 0.01, s1 + 0.01, {"status": "ok"})
+        tl.add("stage", "prepare", d, w, j, i, 2, r0 - 0.01, r0, {"timings": {"prep_msm": 0.004}})
+        tl.add("stage", "run", d, w, j, i, 2, r0, r1)
+        args = {"timings": {"gpu:region": kern}} if kern is not None else None
+        tl.add("stage", "sync", d, w, j, i, 2, s0, s1)
+        tl.add("stage", "finish", d, w, j, i, 2, s1, s1 + 0.01, args)
+        tl.add("wait", "compute", d, w, j, i, 2, r0 - 0.002, r0)
+    return tl
+
+
+def test_merge_intervals():
+    assert merge_intervals([(3, 4), (0, 1), (0.5, 2), (2, 2.5), (5, 5)]) == [(0, 2.5), (3, 4),
+                                                                            (5, 5)]
+    assert merge_intervals([]) == []
+
+
+def test_metrics_exact():
+    # device 0: regions [1, 2] and [2.02, 3] (gap 20 ms) and [3.2, 4] (gap 200 ms);
+    # device 1: [1, 1.5] and [2.5, 4] (gap 1 s)
+    tl = _tl([(0, 0, 1, 0, (1.0, 1.1), (1.1, 2.0), None),
+              (0, 1, 1, 1, (2.02, 2.1), (2.1, 3.0), 0.5),
+              (0, 0, 2, 0, (3.2, 3.3), (3.3, 4.0), None),
+              (1, 0, 3, 0, (1.0, 1.2), (1.2, 1.5), None),
+              (1, 0, 3, 1, (2.5, 2.6), (2.6, 4.0), None)])
+    m = tl.metrics()
+    wall = 4.01 - 0.99
+    assert m["partitions"] == 5 and m["failed"] == 0 and m["devices"] == 2
+    assert m["wall_s"] == pytest.approx(wall)
+    assert m["partitions_per_s"] == pytest.approx(5 / wall)
+    assert m["s_per_proof"] == pytest.approx(10 * wall / 5)
+    eff0 = (1.0 + 0.98 + 0.8) / wall
+    eff1 = (0.5 + 1.5) / wall
+    assert m["gpu_efficiency"] == pytest.approx((eff0 + eff1) / 2)
+    busy0 = (1.0 + 0.5 + 0.8) / wall                # the reported gpu:region replaces 0.98
+    assert m["kernel_busy"] == pytest.approx((busy0 + eff1) / 2)
+    assert m["gaps"]["lt_50ms"] == 1 and m["gaps"]["50_500ms"] == 1 and m["gaps"]["gt_500ms"] == 1
+    assert m["gaps"]["total_s"] == pytest.approx(0.02 + 0.2 + 1.0)
+    med = m["stage_median_s"]
+    assert med["run"] == pytest.approx(0.1) and med["prepare.prep_msm"] == pytest.approx(0.004)
+    assert m["lock_wait_total_s"]["compute"] == pytest.approx(5 * 0.002)
+    assert Timeline().metrics()["partitions_per_s"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def run_timeline():
+    pk, asg = circuit(4)
+    with Engine("cpu", devices=2, workers_per_gpu=2, lock_mode="two-lock", threads=2) as eng:
+        eng.submit(pk, [asg] * 6).result(TIMEOUT)
+        eng.submit(pk, [asg] * 2, priority="critical").result(TIMEOUT)
+        return eng.timeline
+
+
+def test_engine_records(run_timeline):
+    tl = run_timeline
+    kinds = {r.kind for r in tl.records()}
+    assert kinds == {"queued", "stage", "wait", "hold", "partition"}
+    parts = tl.records("partition")
+    assert len(parts) == 8 and all(r.args["status"] == "ok" for r in parts)
+    for p in parts:                 # every stage of a partition lies inside its record
+        st = [r for r in tl.records("stage") if (r.job, r.partition) == (p.job, p.partition)]
+        assert [r.name for r in st] == ["prepare", "run", "sync", "finish"]
+        assert all(p.t0 <= r.t0 <= r.t1 <= p.t1 for r in st)
+        assert "reserved_bytes" in st[0].args and "prep_msm" in st[0].args["timings"]
+        holds = {r.name: r for r in tl.records("hold") if (r.job, r.partition) ==
+                 (p.job, p.partition)}
+        assert holds["memory"].t0 <= st[0].t0 and st[0].t1 <= holds["memory"].t1
+        assert holds["compute"].t0 <= st[1].t0 and st[2].t1 <= holds["compute"].t1
+    # per device, compute holds never overlap (the interlock worked)
+    for d in (0, 1):
+        hs = sorted((r.t0, r.t1) for r in tl.records("hold") if r.device == d
+                    and r.name == "compute")
+        assert all(a[1] <= b[0] for a, b in zip(hs, hs[1:]))
+
+
+def test_chrome_trace(run_timeline, tmp_path):
+    path = tmp_path / "t.json"
+    run_timeline.write_chrome_trace(str(path))
+    doc = json.loads(path.read_text())
+    ev = doc["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"cpu:0 w0", "cpu:0 w1", "cpu:1 w0", "cpu:1 w1"}
+    xs = [e for e in ev if e["ph"] == "X"]
+    assert {e["name"] for e in xs} >= {"prepare", "run", "sync", "finish", "hold compute",
+                                      "hold memory", "wait compute", "partition partition"}
+    # complete events of one thread nest properly (what the trace viewers require)
+    by_thread = {}
+    for e in xs:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_thread.values():
+        stack = []
+        for a, b in spans:          # already sorted by start, parents first
+            while stack and stack[-1] <= a + 1e-3:
+                stack.pop()
+            assert not stack or b <= stack[-1] + 1e-3
+            stack.append(b)
+
+
+def test_png(run_timeline, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "g.png"
+    run_timeline.write_png(str(path), title="two-lock")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_bench_parsing():
+    assert parse_modes("coarse,two_lock,coarse") == ["coarse", "two-lock"]
+    assert parse_modes(None) == ["coarse", "narrow", "two-lock"]
+    with pytest.raises(ValueError):
+        parse_modes("coarse,fine")
+    assert parse_workers("1,2,4") == [1, 2, 4]
+    with pytest.raises(ValueError):
+        parse_workers("0")
+    assert job_plan(25) == [("normal", 10), ("normal", 10), ("normal", 5)]
+    assert job_plan(20, priority_mix=True) == [("normal", 10), ("critical", 1), ("high", 4),
+                                               ("low", 2), ("normal", 3)]
+
+    class A:
+        pass
+    a = A()
+    a.log_n, a.partitions, a.priority_mix = [14, 16], None, False
+    assert not wants_engine_bench(a)
+    a.priority_mix = True
+    assert wants_engine_bench(a)
+
+
+def test_bench_cli(tmp_path, capsys):
+    from cuzk._cli import main
+    out = tmp_path / "b.json"
+    trace = tmp_path / "trace"
+    rc = main(["bench", "--log-n", "4", "--partitions", "4", "--workers-per-gpu", "1,2",
+               "--lock-mode", "coarse,narrow,two-lock", "--backend", "cpu", "--devices", "2",
+               "--priority-mix", "--json", str(out), "--trace", str(trace),
+               "--cache-dir", str(tmp_path / "cache"), "--threads", "2"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "vs coarse" in text and text.count("two-lock") == 2
+    doc = json.loads(out.read_text())
+    rows = doc["results"]
+    assert len(rows) == 6
+    for r in rows:
+        assert r["verified"] and r["bytes_match"] and r["partitions"] == 4
+        assert r["devices"] == 2 and r["backend"] == "cpu"
+        for k in ("s_per_partition", "partitions_per_s", "gpu_efficiency", "gaps",
+                  "speedup_vs_coarse"):
+            assert k in r
+    assert {r["speedup_vs_coarse"] for r in rows if r["mode"] == "coarse"} == {1.0}
+    files = sorted(p.name for p in trace.iterdir())
+    assert "engine-2^4-narrow-w2.json" in files
+    try:
+        import matplotlib  # noqa: F401
+        assert "engine-2^4-narrow-w2.png" in files
+    except ImportError:
+        pass
