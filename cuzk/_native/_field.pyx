@@ -20,6 +20,9 @@ import sys
 import numpy as np
 
 from cuzk._args import threads_arg
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 
 from libc.stdint cimport uint8_t, uint64_t
 from libcpp cimport bool as cbool

@@ -8,6 +8,9 @@ Every function validates shapes and dtypes (ValueError), then runs without the G
 ``threads`` OS threads (0 = all cores); results do not depend on ``threads``.
 """
 import numpy as np
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 cimport numpy as cnp
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stddef cimport size_t

@@ -13,6 +13,9 @@ natural order; ω_n = 7^((r-1)/n) and the coset shift is g = 7 (bellperson/arkwo
 import operator
 
 import numpy as np
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 cimport numpy as cnp
 from libc.stdint cimport uint64_t
 

@@ -1,6 +1,9 @@
 # cython: language_level=3
 """prep_msm on the CPU: split a partition's aux scalars into zeros, ones and a full-value tail."""
 import numpy as np
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 cimport numpy as cnp
 from libc.stdint cimport uint64_t
 from libc.stddef cimport size_t

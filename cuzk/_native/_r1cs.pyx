@@ -17,6 +17,9 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t
 from libcpp cimport bool as cbool
 
 import numpy as np
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 
 __all__ = [
     "spmv", "spmv_t", "fix_pivots", "geometric", "lagrange_coeffs", "qap_combine",

@@ -7,6 +7,9 @@ domain).  Fr arrays are ``uint64`` ``(n, 4)`` C-contiguous: Montgomery form unle
 says canonical.
 """
 import numpy as np
+from cuzk._native._pool cimport bind_shared_pool
+
+bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 cimport numpy as cnp
 from libc.stdint cimport uint32_t, uint64_t
 from libcpp cimport bool as cbool

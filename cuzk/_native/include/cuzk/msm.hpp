@@ -1024,30 +1024,12 @@ static CUZK_INLINE uint64_t scalar_bits(const uint64_t* s, unsigned off, unsigne
 static CUZK_INLINE bool scalar_is_zero(const uint64_t* s) { return (s[0] | s[1] | s[2] | s[3]) == 0; }
 static CUZK_INLINE bool scalar_is_one(const uint64_t* s) { return s[0] == 1 && (s[1] | s[2] | s[3]) == 0; }
 
-// Run fn(task, worker) for tasks 0..ntasks-1 on `threads` workers pulling in order; the first
-// exception stops the pool and is rethrown on the caller's thread.
+// Run fn(task, worker) for tasks 0..ntasks-1 on `threads` workers (worker < min(threads,
+// ntasks)) pulling in order; the first exception stops the rest and is rethrown on the caller's
+// thread.  (The shared pool's par_for, parallel.hpp.)
 template <class Fn>
 inline void run_tasks(size_t ntasks, size_t threads, Fn&& fn) {
-    std::atomic<size_t> next(0);
-    std::exception_ptr err;
-    std::mutex mu;
-    std::atomic<bool> failed(false);
-    size_t workers = std::max<size_t>(1, std::min(threads, ntasks));
-    parallel_chunks(workers, workers, [&](size_t, size_t, size_t worker) {
-        try {
-            for (;;) {
-                if (failed.load(std::memory_order_relaxed)) return;
-                size_t t = next.fetch_add(1);
-                if (t >= ntasks) return;
-                fn(t, worker);
-            }
-        } catch (...) {
-            std::lock_guard<std::mutex> g(mu);
-            if (!err) err = std::current_exception();
-            failed = true;
-        }
-    });
-    if (err) std::rethrow_exception(err);
+    par_for(ntasks, threads, fn);
 }
 
 // Per-worker scratch of the MSM.

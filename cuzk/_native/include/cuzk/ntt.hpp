@@ -42,9 +42,10 @@
 // on first use (thread-safe, never freed), ≤ 2^18 elements per direction (8 MiB).  The four-step
 // twiddles ω_n^(j2·k1) are generated per call (n products; 8% of a 2^20 transform): caching them
 // would hold 32·n bytes per size and direction.
-// Threads: every pass is a fork-join over independent blocks pulled from an atomic counter, in
-// which the caller never waits for a helper that has not started (parallel_items);
-// threads == 0 means all hardware threads.  Nothing here touches Python; callers release the GIL.
+// Threads: every pass is one par_for (parallel.hpp: the shared pool) over independent blocks
+// claimed in order, in which the caller never waits for a helper that has not started;
+// threads == 0 means the calling thread's budget, else all of the pool.  Nothing here touches
+// Python; callers release the GIL.
 // Results do not depend on the thread count (exact arithmetic, canonical outputs).
 #pragma once
 #include <atomic>
@@ -454,66 +455,6 @@ class twiddles {
     }
 };
 
-// ---- parallel helpers -----------------------------------------------------------------------
-// fork-join where the caller never waits for a helper that has not started: helpers are detached
-// threads sharing a heap state; each claims items from an atomic counter and counts itself in
-// `active` before claiming.  The caller works too, and once every item is claimed it waits only
-// for helpers still inside an item.  On a busy machine (other processes, other workers of the
-// engine) a helper scheduled late finds nothing left and exits without touching the caller's
-// data, so a pass never stalls on the OS scheduler; a helper that cannot be created just
-// leaves its share to the others.
-struct fork_state {
-    std::atomic<size_t> next{0}, active{0};
-    size_t items = 0;
-    void* fn = nullptr;
-    void (*invoke)(void*, size_t, size_t) = nullptr;
-    std::mutex m;
-    std::condition_variable cv;
-
-    void work(size_t worker) {
-        active.fetch_add(1);  // before any claim: the caller's wait sees it
-        for (;;) {
-            const size_t i = next.fetch_add(1);
-            if (i >= items) break;
-            invoke(fn, i, worker);
-        }
-        if (active.fetch_sub(1) == 1) {
-            std::lock_guard<std::mutex> g(m);
-            cv.notify_all();
-        }
-    }
-};
-
-// fn(item, worker) for item in [0, items) on up to `threads` threads (0 = all); worker < the
-// number of threads used (workers_for), 0 being the caller.  fn must not throw.
-template <class Fn>
-inline void parallel_items(size_t items, size_t threads, Fn&& fn) {
-    threads = resolve_threads(threads);
-    const size_t parts = std::min(threads, items);
-    if (parts <= 1) {
-        for (size_t i = 0; i < items; i++) fn(i, size_t(0));
-        return;
-    }
-    typedef typename std::remove_reference<Fn>::type fn_t;
-    auto st = std::make_shared<fork_state>();
-    st->items = items;
-    st->fn = const_cast<void*>(static_cast<const void*>(&fn));
-    st->invoke = [](void* f, size_t i, size_t w) { (*static_cast<fn_t*>(f))(i, w); };
-    for (size_t w = 1; w < parts; w++) {
-        try {
-            std::thread([st, w] { st->work(w); }).detach();
-        } catch (...) {
-            break;  // no more threads: the ones running (the caller at least) do the rest
-        }
-    }
-    st->work(0);
-    std::unique_lock<std::mutex> lk(st->m);
-    st->cv.wait(lk, [&] { return st->active.load() == 0; });
-}
-inline size_t workers_for(size_t items, size_t threads) {
-    return std::max<size_t>(1, std::min(resolve_threads(threads), items));
-}
-
 // 64-byte aligned scratch, freed on scope exit
 struct scratch_t {
     fr_t* p = nullptr;
@@ -629,14 +570,14 @@ inline void bitrev_tile(fr_t* x, int lg, uint64_t mid, const fr_t* scale) {
 template <class A>
 inline void bitrev_pass(fr_t* const* xs, size_t count, int lg, const fr_t* scale, size_t threads) {
     if (lg < 2 * kTileLg) {
-        parallel_items(count, threads, [&](size_t a, size_t) { bitrev_small<A>(xs[a], lg, scale); });
+        par_for(count, threads, [&](size_t a, size_t) { bitrev_small<A>(xs[a], lg, scale); });
         return;
     }
     const int mbits = lg - 2 * kTileLg;
     const size_t mids = size_t(1) << mbits;
     const size_t group = std::min<size_t>(mids, 16);  // tiles per work item
     const size_t per = mids / group;
-    parallel_items(count * per, threads, [&](size_t item, size_t) {
+    par_for(count * per, threads, [&](size_t item, size_t) {
         fr_t* x = xs[item / per];
         const size_t m0 = (item % per) * group;
         for (size_t mid = m0; mid < m0 + group; mid++)
@@ -653,7 +594,7 @@ inline void scale_powers(fr_t* const* xs, size_t count, int lg, const fr_t& s, c
     const size_t per = n / chunk;
     fr_t q4 = mul_full<A>(q, q);
     q4 = mul_full<A>(q4, q4);
-    parallel_items(count * per, threads, [&](size_t item, size_t) {
+    par_for(count * per, threads, [&](size_t item, size_t) {
         fr_t* x = xs[item / per];
         const size_t begin = (item % per) * chunk;
         uint64_t e = begin;
@@ -690,7 +631,7 @@ inline void dif_parallel(fr_t* const* xs, size_t count, int lg, const fr_t* cons
         const int lev = lg - t;
         const size_t h = size_t(1) << (lev - 1);
         const fr_t* w = tw[lev];
-        parallel_items(count * pieces, threads, [&](size_t item, size_t) {
+        par_for(count * pieces, threads, [&](size_t item, size_t) {
             fr_t* x = xs[item / pieces];
             const size_t b0 = (item % pieces) * plen, b1 = b0 + plen;
             for (size_t b = b0; b < b1;) {  // butterfly b: block b / h, offset j = b % h
@@ -705,7 +646,7 @@ inline void dif_parallel(fr_t* const* xs, size_t count, int lg, const fr_t* cons
         });
     }
     const int sub = lg - split;
-    parallel_items(count * pieces, threads, [&](size_t item, size_t) {
+    par_for(count * pieces, threads, [&](size_t item, size_t) {
         dif_block<A>(xs[item / pieces] + (item % pieces) * (size_t(1) << sub), sub, tw);
     });
 }
@@ -722,7 +663,7 @@ inline void dft(fr_t* const* xs, size_t count, int lg, bool inverse, const fr_t*
     if (direct && lg <= kMaxSubLg) {
         for (int l = 1; l <= lg; l++) tw[l] = twiddles::level(l, inverse);
         if (lg <= 12 || resolve_threads(threads) == 1)  // below 2^13 a fork-join costs more than it saves
-            parallel_items(count, threads, [&](size_t a, size_t) { dif_block<A>(xs[a], lg, tw); });
+            par_for(count, threads, [&](size_t a, size_t) { dif_block<A>(xs[a], lg, tw); });
         else
             dif_parallel<A>(xs, count, lg, tw, threads);
         bitrev_pass<A>(xs, count, lg, s, threads);
@@ -742,7 +683,7 @@ inline void dft(fr_t* const* xs, size_t count, int lg, bool inverse, const fr_t*
     scratch_t buf(workers * wsz);
     const fr_t wn = omega(lg, inverse);
     const fr_t one = fr_t::one(), sc = s ? *s : one;
-    parallel_items(count * per, threads, [&](size_t item, size_t worker) {
+    par_for(count * per, threads, [&](size_t item, size_t worker) {
         fr_t* x = xs[item / per];
         const size_t c0 = (item % per) * C;
         fr_t* g = buf.p + worker * wsz;  // g[c·n1 + j1]
@@ -769,7 +710,7 @@ inline void dft(fr_t* const* xs, size_t count, int lg, bool inverse, const fr_t*
     // rows: contiguous DIFs, grouped so an item is >= 2^13 elements
     const size_t rows_per = std::max<size_t>(1, std::min(n1, (size_t(1) << 13) >> lg2));
     const size_t ritems = n1 / rows_per;
-    parallel_items(count * ritems, threads, [&](size_t item, size_t) {
+    par_for(count * ritems, threads, [&](size_t item, size_t) {
         fr_t* x = xs[item / ritems];
         const size_t r0 = (item % ritems) * rows_per;
         for (size_t r = r0; r < r0 + rows_per; r++) dif_block<A>(x + r * n2, lg2, tw);
@@ -797,7 +738,7 @@ inline void transform(fr_t* const* xs, size_t count, int lg, bool inverse, bool 
 template <class Fn>
 inline void for_each_index(size_t n, size_t threads, Fn&& f) {
     const size_t chunk = 8192, nchunks = (n + chunk - 1) / chunk;
-    parallel_items(nchunks, threads, [&](size_t item, size_t) {
+    par_for(nchunks, threads, [&](size_t item, size_t) {
         const size_t begin = item * chunk, end = std::min(n, begin + chunk);
         for (size_t i = begin; i < end; i++) f(i);
     });
@@ -871,7 +812,7 @@ inline void h_stage(fr_t* a, fr_t* b, fr_t* c, int lg, size_t threads, int path)
 inline size_t first_noncanonical(const uint64_t* v, size_t n, size_t threads) {
     std::atomic<size_t> first{n};
     const size_t chunk = size_t(1) << 16, nchunks = (n + chunk - 1) / chunk;
-    detail::parallel_items(nchunks, threads, [&](size_t item, size_t) {
+    par_for(nchunks, threads, [&](size_t item, size_t) {
         const size_t begin = item * chunk, end = std::min(n, begin + chunk);
         for (size_t i = begin; i < end; i++) {
             if (i >= first.load(std::memory_order_relaxed)) return;
