@@ -1,7 +1,7 @@
 """cuzk: Groth16 over BLS12-381 for Filecoin provers, on NVIDIA GPUs and on the CPU."""
 from ._version import __version__
 from ._errors import (CuzkError, FormatError, CudaError, NvrtcError, BackendUnavailable,
-                      ProofVerificationError)
+                      ProofVerificationError, UnsatisfiedAssignmentError, BudgetError)
 from ._backend import cuda_available, resolve_backend
 from ._primitives import msm, ntt
 from ._params import (VerifyingKey, ProvingKey, read_params, write_params, read_vk, write_vk,
@@ -10,6 +10,7 @@ from ._assignment import Assignment, Density
 from ._circuit import R1CS, porep_like
 from ._keygen import keygen, keygen_random
 from ._prover import prove, prove_partitions, public_inputs
+from ._budget import Budget
 from ._verifier import verify, verify_batch
 from ._errors import EngineError, EngineBusy, EngineClosed
 from ._engine import Engine
@@ -17,7 +18,7 @@ from ._engine import Engine
 __all__ = [
     "__version__",
     "CuzkError", "FormatError", "CudaError", "NvrtcError", "BackendUnavailable",
-    "ProofVerificationError",
+    "ProofVerificationError", "UnsatisfiedAssignmentError", "BudgetError",
     "cuda_available", "resolve_backend",
     "msm", "ntt",
     "VerifyingKey", "ProvingKey", "read_params", "write_params", "read_vk", "write_vk",
@@ -25,7 +26,7 @@ __all__ = [
     "Assignment", "Density",
     "R1CS", "porep_like",
     "keygen", "keygen_random",
-    "prove", "prove_partitions", "public_inputs",
+    "prove", "prove_partitions", "public_inputs", "Budget",
     "verify", "verify_batch",
     "Engine", "EngineError", "EngineBusy", "EngineClosed",
 ]

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
+#   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
+set -o pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+t0=$(date +%s)
+python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+git log --oneline -1 2>/dev/null || true
+for step in "${@:-all}"; do
+  case $step in
+    tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
+    batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;
+    part)  timeout 400 python3 bench/bench_gpu_partition.py --log-n 16 20 --check-cpu 2>&1 | tee "$OUT/part.log" | tail -40 ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
