@@ -1,5 +1,6 @@
 """Shared pieces of the engine tests: tiny circuits, stage wrappers for fault injection and
 gating, and a fake stage object that follows the stage interface (cuzk._stages) exactly."""
+import contextlib
 import functools
 import hashlib
 import threading
@@ -8,10 +9,23 @@ import cuzk
 from cuzk._budget import Budget
 from cuzk._stages import Completed, HostKey, Partition, StageContext, check_randomizers
 
-__all__ = ["circuit", "Injected", "Wrapped", "FakeStages", "verify_all", "TIMEOUT"]
+__all__ = ["circuit", "engine", "Injected", "Wrapped", "FakeStages", "verify_all", "TIMEOUT"]
 
 #: Seconds any single wait in an engine test may take before the test fails (no pytest-timeout).
 TIMEOUT = 60
+
+
+@contextlib.contextmanager
+def engine(*args, **kw):
+    """``with engine(...) as eng``: a cuzk.Engine closed with a bounded wait (a stuck worker
+    fails the test with EngineError instead of hanging it)."""
+    eng = cuzk.Engine(*args, **kw)
+    try:
+        yield eng
+    except BaseException:
+        eng.close(cancel_pending=True, timeout=TIMEOUT)
+        raise
+    eng.close(timeout=TIMEOUT)
 
 
 @functools.lru_cache(maxsize=None)

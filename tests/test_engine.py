@@ -16,7 +16,8 @@ from cuzk._engine import LOCK_MODES
 from cuzk._stages import CpuStages, stages_for
 from cuzk._stages._cpu import host_partition_bytes
 
-from engine_helpers import TIMEOUT, FakeStages, Injected, Wrapped, circuit, verify_all
+from engine_helpers import (TIMEOUT, FakeStages, Injected, Wrapped, circuit, engine,
+                            verify_all)
 
 MODES = list(LOCK_MODES)
 
@@ -49,7 +50,7 @@ def test_engine_bytes_equal_prove():
     """Same (r, s) -> the engine's bytes equal cuzk.prove's (an independent code path)."""
     pk, asg = circuit(4)
     rs = [(3, 5), (7, 11), (123456789, 987654321)]
-    with Engine("cpu", workers_per_gpu=2, threads=2) as eng:
+    with engine("cpu", workers_per_gpu=2, threads=2) as eng:
         out = eng.submit(pk, [asg] * 3, randomizers=rs).result(TIMEOUT)
     want = b"".join(cuzk.prove(pk, asg, r, s, backend="cpu", threads=1) for r, s in rs)
     assert out == want
@@ -63,7 +64,7 @@ def test_many_jobs(mode, workers, devices):
     pk4, a4 = circuit(4)
     pk5, a5 = circuit(5)
     jobs = []
-    with Engine("cpu", devices=devices, workers_per_gpu=workers, lock_mode=mode,
+    with engine("cpu", devices=devices, workers_per_gpu=workers, lock_mode=mode,
                 threads=2) as eng:
         k4, k5 = eng.load(pk4), eng.load(pk5)
         prios = ["low", "normal", "high", "critical"]
@@ -95,7 +96,7 @@ def test_injected_failure(where, mode):
     pk, asg = circuit(4)
     poison = cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
     stages = [Wrapped(CpuStages(1), fail={where: lambda a: a is poison}) for _ in range(2)]
-    with Engine(devices=2, workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__,
+    with engine(devices=2, workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__,
                 threads=2) as eng:
         good1 = eng.submit(pk, [asg] * 2)
         bad = eng.submit(pk, [asg, poison, asg])
@@ -127,7 +128,7 @@ def test_bad_assignments(mode):
     c[3] ^= np.uint64(1)
     unsat = cuzk.Assignment(**{**{f: getattr(unsat, f) for f in unsat.__dataclass_fields__},
                                "c": c})
-    with Engine("cpu", workers_per_gpu=2, lock_mode=mode, threads=2) as eng:
+    with engine("cpu", workers_per_gpu=2, lock_mode=mode, threads=2) as eng:
         good = eng.submit(pk4, [a4] * 2)
         wrong_size = eng.submit(pk4, [a4, a5])
         bad_row = eng.submit(pk4, [unsat])
@@ -142,7 +143,7 @@ def test_bad_assignments(mode):
         _wait_idle(eng)
         _free_after(eng)
     with pytest.raises(TypeError, match="Assignment"):
-        with Engine("cpu", workers_per_gpu=1) as eng:
+        with engine("cpu", workers_per_gpu=1) as eng:
             eng.submit(pk4, [a4, "nope"])
 
 
@@ -157,7 +158,7 @@ def test_out_of_budget(mode):
                                                                        "b_g2"))
     budget = keys + 2 * host_partition_bytes(a4)
     assert host_partition_bytes(a6) > 2 * host_partition_bytes(a4)
-    with Engine("cpu", workers_per_gpu=3, lock_mode=mode, vram_budget=budget, threads=2) as eng:
+    with engine("cpu", workers_per_gpu=3, lock_mode=mode, vram_budget=budget, threads=2) as eng:
         k4, k6 = eng.load(pk4), eng.load(pk6)
         assert eng.status()["devices"][0]["budget"]["used"] == keys
         good = eng.submit(k4, [a4] * 6)
@@ -170,7 +171,7 @@ def test_out_of_budget(mode):
         peak = eng.status()["devices"][0]["budget"]["peak"]
         assert peak <= budget
     # a key larger than the whole budget: BudgetError from load, nothing left reserved
-    with Engine("cpu", workers_per_gpu=1, vram_budget=100) as eng:
+    with engine("cpu", workers_per_gpu=1, vram_budget=100) as eng:
         with pytest.raises(BudgetError):
             eng.load(pk4)
         assert eng.status()["devices"][0]["budget"]["used"] == 0
@@ -195,7 +196,7 @@ def test_cancel_queued_partitions():
     gate, held, stages = _gated()
     blocker = _clone(asg)
     held.add(id(blocker))
-    with Engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
+    with engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
         first = eng.submit(pk, [blocker])
         assert stages[0].entered.wait(TIMEOUT)
         victim = eng.submit(pk, [asg] * 5)
@@ -257,7 +258,7 @@ def test_critical_starts_next(mode, workers):
     gate, held, stages = _gated(mode=mode)
     blockers = [_clone(asg) for _ in range(workers)]
     held.update(id(b) for b in blockers)
-    with Engine(workers_per_gpu=workers, lock_mode=mode, stages=stages.__getitem__,
+    with engine(workers_per_gpu=workers, lock_mode=mode, stages=stages.__getitem__,
                 threads=2) as eng:
         firsts = [eng.submit(pk, [b]) for b in blockers]
         t_end = time.monotonic() + TIMEOUT
@@ -290,7 +291,7 @@ def test_max_in_flight():
     gate, held, stages = _gated()
     blocker = _clone(asg)
     held.add(id(blocker))
-    with Engine(workers_per_gpu=1, max_in_flight=3, stages=stages.__getitem__,
+    with engine(workers_per_gpu=1, max_in_flight=3, stages=stages.__getitem__,
                 threads=1) as eng:
         first = eng.submit(pk, [blocker, asg])
         assert stages[0].entered.wait(TIMEOUT)
@@ -326,7 +327,7 @@ def test_key_cache_and_evict(tmp_path):
     pk5, a5 = circuit(5)
     path = tmp_path / "k4.params"
     cuzk.write_params(str(path), pk4)
-    with Engine("cpu", devices=2, workers_per_gpu=1) as eng:
+    with engine("cpu", devices=2, workers_per_gpu=1) as eng:
         k = eng.load(str(path))
         assert eng.load(os.path.join(str(tmp_path), ".", "k4.params")) is k
         assert eng.load(k) is k and k.path == os.path.realpath(path)
@@ -348,7 +349,7 @@ def test_key_cache_and_evict(tmp_path):
         gate, held, stages = _gated()
     blocker = _clone(a4)
     held.add(id(blocker))
-    with Engine(workers_per_gpu=1, stages=stages.__getitem__) as eng:
+    with engine(workers_per_gpu=1, stages=stages.__getitem__) as eng:
         key = eng.load(pk4)
         fut = eng.submit(key, [blocker])
         with pytest.raises(EngineError, match="queued or running"):
@@ -358,7 +359,7 @@ def test_key_cache_and_evict(tmp_path):
         _wait_idle(eng)
         assert eng.evict(pk4)
     with pytest.raises(cuzk.FormatError):
-        with Engine("cpu", workers_per_gpu=1) as eng:
+        with engine("cpu", workers_per_gpu=1) as eng:
             bad = tmp_path / "bad.params"
             bad.write_bytes(b"\0" * 10)
             eng.load(str(bad))
@@ -374,7 +375,7 @@ def test_arguments():
     with pytest.raises(ValueError, match="max_in_flight"):
         Engine("cpu", max_in_flight=0)
     pk, asg = circuit(4)
-    with Engine("cpu", workers_per_gpu=1, lock_mode="two_lock") as eng:
+    with engine("cpu", workers_per_gpu=1, lock_mode="two_lock") as eng:
         assert eng.lock_mode == "two-lock"
         with pytest.raises(ValueError, match="priority"):
             eng.submit(pk, [asg], priority="urgent")
@@ -411,7 +412,7 @@ def test_prepare_overlaps_kernel_region(mode, expect):
             running[0] = False
 
     fake = FakeStages(on_prepare=on_prepare, on_run=on_run)
-    with Engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
+    with engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
         out = eng.submit(pk, [a0, a1]).result(TIMEOUT)
         assert len(out) == 384
         _wait_idle(eng)
@@ -430,7 +431,7 @@ def _rss():
 
 def _soak(n):
     pk, asg = circuit(4)
-    with Engine("cpu", workers_per_gpu=2, lock_mode="narrow", threads=2,
+    with engine("cpu", workers_per_gpu=2, lock_mode="narrow", threads=2,
                 timeline_maxlen=4096) as eng:
         key = eng.load(pk)
         warm = n // 5
@@ -462,7 +463,33 @@ def test_soak_1000():
 
 
 def test_stages_for_cpu_is_what_the_engine_uses():
-    with Engine("cpu", devices=2, workers_per_gpu=1) as eng:
+    with engine("cpu", devices=2, workers_per_gpu=1) as eng:
         assert [d.stages.name for d in eng.devices] == ["cpu", "cpu"]
         assert [d.label for d in eng.devices] == ["cpu:0", "cpu:1"]
         assert type(eng.devices[0].stages) is type(stages_for("cpu"))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_verify_flag_reaches_finish(verify):
+    pk, asg = circuit(4)
+    seen = []
+    fake = FakeStages()
+    inner = fake.finish
+    fake.finish = lambda part, verify=True: seen.append(verify) or inner(part, verify)
+    with engine(workers_per_gpu=1, stages=lambda i: fake, verify=verify) as eng:
+        eng.submit(pk, [asg] * 3).result(TIMEOUT)
+    assert seen == [verify] * 3
+
+
+def test_nvtx_missing_is_said_once(caplog):
+    import logging
+    from cuzk._engine import _nvtx
+    if _nvtx._nvtx is not None:
+        pytest.skip("the nvtx package is installed here")
+    _nvtx._said = False
+    with caplog.at_level(logging.INFO, logger="cuzk.engine"):
+        assert not _nvtx.available() and not _nvtx.available()
+        with _nvtx.nvtx_range("run"):
+            _nvtx.push("hold compute")
+            _nvtx.pop()
+    assert sum("nvtx" in r.getMessage() for r in caplog.records) == 1

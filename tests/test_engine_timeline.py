@@ -4,12 +4,11 @@ import json
 
 import pytest
 
-from cuzk import Engine
 from cuzk._engine import Timeline
 from cuzk._engine._bench import job_plan, parse_modes, parse_workers, wants_engine_bench
 from cuzk._engine._timeline import merge_intervals
 
-from engine_helpers import TIMEOUT, circuit
+from engine_helpers import TIMEOUT, engine, circuit
 
 
 def _tl(parts):
@@ -62,7 +61,7 @@ def test_metrics_exact():
 @pytest.fixture(scope="module")
 def run_timeline():
     pk, asg = circuit(4)
-    with Engine("cpu", devices=2, workers_per_gpu=2, lock_mode="two-lock", threads=2) as eng:
+    with engine("cpu", devices=2, workers_per_gpu=2, lock_mode="two-lock", threads=2) as eng:
         eng.submit(pk, [asg] * 6).result(TIMEOUT)
         eng.submit(pk, [asg] * 2, priority="critical").result(TIMEOUT)
         return eng.timeline
