@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import helpers
-from cuzk._native import _field, _msm, _ntt, _pool, _prep
+from cuzk._native import _msm, _ntt, _pool, _prep
 
 import test_msm
 import test_ntt
