@@ -434,6 +434,37 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2):
     assert st.pool.used_bytes == 0 if hasattr(st.pool, "used_bytes") else True
 
 
+def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
+    """A key that does not fit the device budget stays in host memory and is streamed per
+    partition through two device slots: same bytes as the CPU; the budget returns to zero."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(7, 5)
+    pk = keygen_random(r1cs, seed=5)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=2, b_g2="gpu")
+    key_bytes = sum(int(getattr(pk, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
+    small = Budget(key_bytes, "small")           # the key (+ its tables) cannot fit: streamed
+    key = st.load_key(pk, budget=small)
+    assert isinstance(key, StreamedKey) and key.where == "host" and small.used == key.nbytes
+    key.release()
+    assert small.used == 0
+    budget = Budget(None, "big")                 # (a tiny partition's MSM scratch exceeds its key)
+    ctx = st.context(budget=budget)
+    key = st.load_key(pk, budget=budget, where="host")
+    assert isinstance(key, StreamedKey)
+    part = st.prepare(key, asg, ctx, 9, 10)
+    st.run(part).synchronize()
+    assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
+    key.release()
+    ctx.close()
+    assert budget.used == 0
+
+
 def test_cuda_stages_abort_releases_everything(fake, monkeypatch):
     """A failure inside the kernel region (an injected error after prepare) leaves no reservation
     and no live pool allocation behind; the next partition on the same context proves."""

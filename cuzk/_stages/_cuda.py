@@ -31,7 +31,7 @@ from .._errors import BudgetError
 from ._base import Partition, StageContext, check_randomizers
 from ._cpu import CpuStages, pow2_at_least
 
-__all__ = ["CudaStages", "ResidentKey", "CudaContext", "device_budget", "QUERIES"]
+__all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES"]
 
 log = logging.getLogger("cuzk.stages")
 
@@ -191,6 +191,103 @@ class ResidentKey:
         return f"ResidentKey(domain={self.pk.domain_size}, {self.nbytes} device bytes)"
 
 
+class StreamedKey:
+    """A proving key that does not fit the device budget: its queries stay in host memory,
+    page-locked in place (cuMemHostRegister: no second host copy), and every partition streams
+    them into two device slots on the worker's upload stream, double-buffered against the
+    kernels that read them.  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the
+    warm-up tables); ``slot_bytes`` the largest query, which each partition reserves twice.
+    """
+
+    where = "host"
+
+    def __init__(self, pk, device, budget):
+        self.pk, self.device = pk, device
+        self._regs = {}
+        self._res = None
+        lg = pk.domain_size.bit_length() - 1
+        self.nbytes = 3 * pk.domain_size * _FR + 4096
+        self.slot_bytes = max(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values())
+        if budget is not None:
+            self._res = budget.reserve(self.nbytes, "streamed key: tables", block=False)
+        d = _driver()
+        try:
+            for q, (attr, _) in QUERIES.items():
+                arr = np.ascontiguousarray(getattr(pk, attr))
+                if arr.size:
+                    self._regs[q] = d.register_host(arr, device)
+            up = d.Stream(device)
+            try:
+                _warm_tables(device, lg, up)
+                up.synchronize()
+            finally:
+                up.close()
+        except BaseException:
+            self.release()
+            raise
+
+    def host_ptr(self, q):
+        r = self._regs.get(q)
+        return r.ptr if r is not None else 0
+
+    def query_bytes(self, q):
+        r = self._regs.get(q)
+        return r.nbytes if r is not None else 0
+
+    def release(self):
+        regs, self._regs = self._regs, {}
+        for r in regs.values():
+            r.close()
+        if self._res is not None:
+            self._res.release()
+
+    def __repr__(self):
+        return f"StreamedKey(domain={self.pk.domain_size}, slots of {self.slot_bytes} bytes)"
+
+
+class _Bases:
+    """Where a partition's kernels read each query's bases: the resident key, or (a streamed key)
+    one of two device slots that the upload stream fills in query order, each refill waiting
+    for the kernels that read the slot's previous query."""
+
+    def __init__(self, part, order):
+        self.key, self.ctx, self.order = part.key, part.ctx, order
+        self.streamed = part.key.where == "host"
+        if self.streamed:
+            self.slots = [part.dev["slot0"], part.dev["slot1"]]
+            self.ready = {}
+            self.free = [None, None]
+            for i in range(min(2, len(order))):
+                self._upload(i)
+
+    def _upload(self, i):
+        d = _driver()
+        q, k = self.order[i], i % 2
+        up = self.ctx.upload
+        if self.free[k] is not None:
+            up.wait_event(self.free[k])            # kernels of the slot's previous query are done
+        nb = self.key.query_bytes(q)
+        if nb:
+            d.copy_htod(self.slots[k], self.key.host_ptr(q), nb, up)
+        self.ready[q] = self.ctx.event(up)
+
+    def ptr(self, q):
+        """The device address of query q's bases for kernels enqueued next on the compute stream."""
+        if not self.streamed:
+            return self.key.ptr(q)
+        self.ctx.compute.wait_event(self.ready[q])
+        return self.slots[self.order.index(q) % 2].ptr
+
+    def done(self, q):
+        """The kernels reading query q are enqueued: refill its slot with the query after next."""
+        if not self.streamed:
+            return
+        i = self.order.index(q)
+        self.free[i % 2] = self.ctx.event(self.ctx.compute)
+        if i + 2 < len(self.order):
+            self._upload(i + 2)
+
+
 def _warm_tables(device, lg, stream):
     """Twiddle tables and constants of the H stage at 2^lg, built now (not in a kernel region)."""
     from .. import _cuda_ntt
@@ -255,10 +352,24 @@ class CudaStages(CpuStages):
         budget = budget if budget is not None else device_budget(self.device)
         return CudaContext(self, budget, self.threads if threads is None else threads, name)
 
-    def load_key(self, pk, budget=None, progress=None):
-        """Upload ``pk`` to the device (see ``ResidentKey``); BudgetError when it does not fit."""
+    def load_key(self, pk, budget=None, progress=None, where="auto"):
+        """Make ``pk`` usable on the device.
+
+        ``where``: "device" (``ResidentKey``: upload once; BudgetError when it does not fit),
+        "host" (``StreamedKey``: queries streamed per partition), or "auto" (device when the budget
+        admits it now, else host, said once in the log)."""
         budget = budget if budget is not None else device_budget(self.device)
-        return ResidentKey(pk, self.device, self.pool, budget, progress)
+        if where not in ("auto", "device", "host"):
+            raise ValueError(f"where must be 'auto', 'device' or 'host', got {where!r}")
+        if where != "host":
+            try:
+                return ResidentKey(pk, self.device, self.pool, budget, progress)
+            except BudgetError as e:
+                if where == "device":
+                    raise
+                log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
+                         "streamed per partition", pk.domain_size.bit_length() - 1, budget.name, e)
+        return StreamedKey(pk, self.device, budget)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -325,6 +436,8 @@ class CudaStages(CpuStages):
                             prep[q + "_tail_idx"].shape[0] * 4))
         dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
         dev_bytes += sum(p.scratch_bytes for _, _, p, _ in plans)
+        if key.where == "host":
+            dev_bytes += 2 * _align(key.slot_bytes)
         part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
         # pinned memory: staging for the uploads, and the result rows of every reduction
         stage = ctx.staging.get(sum(_align(nb) for _, _, nb in uploads))
@@ -350,6 +463,9 @@ class CudaStages(CpuStages):
             d.copy_htod(buf, stage.ptr + off, nb, up)
             off += _align(nb)
         part.dev["h"] = self.pool.alloc(n * _FR, up)
+        if key.where == "host":
+            for k in ("slot0", "slot1"):
+                part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.bytes_uploaded = off
         part.uploaded = ctx.event(up)
 
@@ -362,21 +478,25 @@ class CudaStages(CpuStages):
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
         marks.append(("h_ntt", ctx.timing_event(s)))
-        for (name, kind, plan, _), view in zip(part.plans, part.result_views):
-            q = name.split(":")[0]
+        names = [name.split(":")[0] for name, _, _, _ in part.plans]
+        order = list(dict.fromkeys(names))                 # queries in first-use order
+        bases = _Bases(part, order)
+        for i, ((name, kind, plan, _), view) in enumerate(zip(part.plans, part.result_views)):
+            q = names[i]
+            pq = "b" if q.startswith("b_") else q
             if kind == "batch":
-                pq = "b" if q.startswith("b_") else q
                 part.parts[name] = _cuda_batch.enqueue_batch_add(
-                    plan, s, self.pool, key.ptr(q), dev[pq + "_ones"].ptr, view)
+                    plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
             elif q == "h":
                 part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self.pool, key.ptr("h"), dev["h"].ptr, view, scalar_form="montgomery")
+                    plan, s, self.pool, bases.ptr("h"), dev["h"].ptr, view, scalar_form="montgomery")
             else:
-                pq = "b" if q.startswith("b_") else q
                 part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self.pool, key.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
+                    plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                     d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form="canonical")
             marks.append((name, ctx.timing_event(s)))
+            if i + 1 == len(names) or names[i + 1] != q:
+                bases.done(q)
         self._free_device(part)
         part.done = _Done(ctx.event(s))
         return part.done

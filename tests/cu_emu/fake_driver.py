@@ -342,6 +342,17 @@ class FakeDriver:
         self._Alloc = _Alloc
 
     # ---------------------------------------------------------------- helpers
+    def register_host(self, obj, device=None):
+        """cuMemHostRegister stand-in: host memory is host memory here; keeps ``obj`` alive."""
+        a = np.asarray(obj)
+
+        class _Registration(_Closable):
+            ptr, nbytes, _obj = a.ctypes.data, a.nbytes, a
+
+            def close(self):
+                self._obj = None
+        return _Registration()
+
     def probe(self):
         return True, "cuzk host emulator"
 
