@@ -1,15 +1,29 @@
-"""Benchmark: GPU G1 MSM (cuzk._cuda_msm) vs the CPU MSM (cuzk._native._msm, all cores), same run.
+"""Benchmark: the GPU MSM (cuzk._cuda_msm) on the scalar distributions provers have (issue 9).
 
-    python bench/bench_gpu_msm.py [--sizes 16,18,20,22] [--runs 5] [--kind uniform|bits90] [--json F]
+    python bench/bench_gpu_msm.py [--quick] [--g1 20,22,24] [--g2 20,22] [--kinds uniform,bits90,real_tail]
+                                  [--c auto|16,18,20] [--segment 64|32,64,128] [--k 1|1,4,8]
+                                  [--form montgomery|canonical] [--runs 5] [--no-check] [--json F]
 
-Points come from the CPU's fixed-base batch multiplication, scalars are uniform < 2^255 (or
-90 % zeros and ones with --kind bits90).  Each size: the results are checked equal (bytes),
-then both are timed as whole calls (wall clock, median of --runs after one warm-up): the GPU
-call includes the upload of points and scalars and the host's prefix sum, as the prover's
-stages would pay today.
+Bases and scalars are on the device before timing (the prover's resident SRS; scalars as the
+NTT leaves them, Montgomery by default).  Each row: one warm-up, then --runs timed MSMs, the
+median of each column:
+
+  gpu ms     CUDA events around enqueue_msm on the stream (every kernel + the copy of the
+             partial window sums into pinned memory)
+  host ms    PendingPoint.value(): the Horner finish on the CPU, after the sync
+  h2d ms     copying the scalars from pinned host memory (for a caller whose scalars are on the
+             host), events
+  pre ms     precompute_bases for k > 1 (once per resident key), events; pre GiB its table
+
+--c/--segment/--k take lists: every combination is a row (the choices issue 9 leaves to
+measurement).  Bases: a random set of 2^18 points (fixed-base multiplication on the CPU) tiled to
+n — the MSM's time does not depend on the bases being distinct.  Each (group, n, kind) is checked
+against the CPU MSM (cuzk._native._msm, all cores) unless --no-check.  The table is printed last;
+sppark's figures (issue 9: H200, 2026-12-01, points and scalars on the device) for comparison.
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -19,54 +33,169 @@ import time
 import numpy as np
 
 from cuzk import _cuda_msm as M
+from cuzk._assignment import fr_to_mont
+from cuzk._cuda_pending import XYZZ_WORDS
+from cuzk._msm_dists import KINDS, scalars as dist_scalars
 from cuzk._native import _driver as d
 from cuzk._native import _msm, _r1cs
+
+# sppark @17278d7 msm_t on the same H200 (issue 9), ms: (group, lg, kind) -> median
+SPPARK = {("g1", 20, "uniform"): 20.4, ("g1", 22, "uniform"): 53.1, ("g1", 24, "uniform"): 155.3,
+          ("g1", 26, "uniform"): 568.3, ("g1", 20, "bits90"): 14.4, ("g1", 22, "bits90"): 17.8,
+          ("g1", 24, "bits90"): 47.4, ("g1", 26, "bits90"): 171.4}
+BASE_LG = 18
+
+
+def _ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def _opt_ints(text):
+    return [None if x == "auto" else int(x) for x in text.split(",") if x]
+
+
+def bases(group, n, cache):
+    """n bases: 2^BASE_LG random points tiled (cached per group)."""
+    if group not in cache:
+        rng = np.random.default_rng(7)
+        k = rng.integers(0, 2**64, size=(1 << BASE_LG, 4), dtype=np.uint64)
+        k[:, 3] &= np.uint64((1 << 60) - 1)
+        cache[group] = _r1cs.fixed_base_mul(group, k, threads=0)
+    b = cache[group]
+    reps = -(-n // b.shape[0])
+    return np.ascontiguousarray(np.tile(b, (reps, 1))[:n])
+
+
+def timed(st, s, fn, runs):
+    """Median ms (CUDA events) of fn() enqueued on s, after one warm-up; fn's last result."""
+    e0, e1 = d.Event(st.device), d.Event(st.device)
+    out = fn()
+    s.synchronize()
+    times = []
+    for _ in range(runs):
+        e0.record(s)
+        out = fn()
+        e1.record(s)
+        e1.synchronize()
+        times.append(d.Event.elapsed_ms(e0, e1))
+    e0.close()
+    e1.close()
+    return statistics.median(times), out
+
+
+def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, runs, want, cache):
+    plan = M.msm_plan(n, group, st.device, npoints=n, c=c, k=k, segment=segment)
+    row = dict(group=group, lg=n.bit_length() - 1, n=n, kind=kind, c=plan.c, W=plan.W, k=k, Wk=plan.Wk,
+               S=plan.S, levels=plan.levels, P=plan.P, form=form,
+               scratch_gib=plan.scratch_bytes / 2**30, pre_gib=plan.precompute_bytes / 2**30)
+    table = None
+    if k > 1:
+        key = (group, n, plan.c, k)
+        if key not in cache:
+            for tb, _ in cache.values():                   # one table at a time (memory)
+                tb.free(s)
+            cache.clear()
+            tb = st.pool.alloc(plan.precompute_bytes, s)
+            pre_ms, _ = timed(st, s, lambda: M.precompute_bases(plan, s, d_pts.ptr, tb.ptr), 1)
+            cache[key] = (tb, pre_ms)
+        table, row["pre_ms"] = cache[key]
+    src = table.ptr if table is not None else d_pts.ptr
+    pinned = d.PinnedBuffer(plan.host_rows * XYZZ_WORDS[group] * 8, st.device)
+    view = pinned.asarray("uint64", (plan.host_rows, XYZZ_WORDS[group]))
+    try:
+        row["gpu_ms"], pend = timed(
+            st, s, lambda: M.enqueue_msm(plan, s, st.pool, src, d_sc.ptr, view, scalar_form=form), runs)
+        hs = []
+        for _ in range(max(1, runs)):
+            pend._value = None
+            t0 = time.perf_counter()
+            got = pend.value()
+            hs.append((time.perf_counter() - t0) * 1e3)
+        row["host_ms"] = statistics.median(hs)
+    finally:
+        pinned.close()
+    row["same"] = None if want is None else bool(np.array_equal(got, want))
+    sp = SPPARK.get((group, row["lg"], kind))
+    row["sppark_ms"] = sp
+    return row
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="16,18,20,22")
+    p.add_argument("--quick", action="store_true", help="G1 2^20 and G2 2^16, uniform and bits90, 3 runs")
+    p.add_argument("--g1", default="20,22,24", help="log2 sizes for G1 (add 26 for the optional row)")
+    p.add_argument("--g2", default="20,22", help="log2 sizes for G2 ('' for none)")
+    p.add_argument("--kinds", default="uniform,bits90,real_tail", help=f"of {','.join(KINDS)}")
+    p.add_argument("--c", default="auto", help="window widths: auto or a list")
+    p.add_argument("--segment", default="auto", help="entries per segment S: auto or a list")
+    p.add_argument("--k", default="1", help="precomputed copies of the bases, a list")
+    p.add_argument("--form", choices=M.SCALAR_FORMS, default="montgomery")
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--kind", choices=["uniform", "bits90"], default="uniform")
+    p.add_argument("--no-check", action="store_true", help="skip the CPU comparison")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if args.quick:
+        args.g1, args.g2, args.kinds, args.runs = "20", "16", "uniform,bits90", 3
     ok, why = d.probe()
     if not ok:
         print(f"no usable CUDA device: {why}", file=sys.stderr)
         return 2
+    dev = d.Device.get(0)
+    st = M._state(dev)
+    s = st.streams()[0]
+    kinds = [x for x in args.kinds.split(",") if x]
+    combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k)))
+    sizes = [("g1", lg) for lg in _ints(args.g1)] + [("g2", lg) for lg in _ints(args.g2)]
+    print(f"{dev.name}; CPU: {os.cpu_count()} cores; scalars {args.form}; runs {args.runs}", flush=True)
+    rows, all_ok, base_cache = [], True, {}
     rng = np.random.default_rng(21)
-    rows, all_ok = [], True
-    print(f"{d.Device.get(0).name}; CPU: {os.cpu_count()} cores; scalars: {args.kind}")
-    print(f"{'n':>6s} {'c':>3s} {'gpu ms':>9s} {'cpu ms':>9s} {'cpu/gpu':>8s}  same")
-    for lg in (int(x) for x in args.sizes.split(",")):
+    for group, lg in sizes:
         n = 1 << lg
-        k = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
-        k[:, 3] &= np.uint64((1 << 60) - 1)
-        pts = _r1cs.fixed_base_mul("g1", k, threads=0)
-        sc = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
-        sc[:, 3] &= np.uint64((1 << 63) - 1)
-        if args.kind == "bits90":
-            small = rng.random(n) < 0.9
-            sc[small] = 0
-            sc[small, 0] = rng.integers(0, 2, size=int(small.sum()), dtype=np.uint64)
-        g = M.msm_g1(pts, sc)                       # warm-up (module load / NVRTC) and check
-        c = _msm.msm(pts, sc, "g1")
-        same = bool(np.array_equal(g, c))
-        all_ok &= same
-        tg, tc = [], []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            M.msm_g1(pts, sc)
-            tg.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            _msm.msm(pts, sc, "g1")
-            tc.append(time.perf_counter() - t0)
-        mg, mc = statistics.median(tg) * 1e3, statistics.median(tc) * 1e3
-        rows.append(dict(lg=lg, c=M.window_bits(n), gpu_ms=mg, cpu_ms=mc, cpu_over_gpu=mc / mg, same=same))
-        print(f"  2^{lg:<3d} {M.window_bits(n):3d} {mg:9.2f} {mc:9.2f} {mc / mg:8.2f}  {same}", flush=True)
+        pts = bases(group, n, base_cache)
+        d_pts = st.pool.alloc(pts.nbytes, s)
+        d.copy_htod(d_pts, pts, pts.nbytes, s)
+        tables = {}
+        for kind in kinds:
+            sc = dist_scalars(rng, n, kind)
+            dev_form = fr_to_mont(sc) if args.form == "montgomery" else sc
+            pin = d.PinnedBuffer(dev_form.nbytes, dev)
+            pin.asarray("uint64", dev_form.shape)[:] = dev_form
+            d_sc = st.pool.alloc(dev_form.nbytes, s)
+            h2d_ms, _ = timed(st, s, lambda: d.copy_htod(d_sc, pin.ptr, dev_form.nbytes, s), args.runs)
+            want = None if args.no_check else _msm.msm(pts, sc, group)
+            for c, seg, k in combos:
+                try:
+                    row = bench_one(st, s, group, n, d_pts, d_sc, sc, kind, c, seg, k, args.form, args.runs,
+                                    want, tables)
+                except (ValueError, MemoryError) as e:
+                    print(f"  {group} 2^{lg} {kind} c={c} S={seg} k={k}: skipped ({e})", flush=True)
+                    continue
+                row["h2d_ms"] = h2d_ms
+                all_ok &= row["same"] is not False
+                rows.append(row)
+                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k}: gpu {row['gpu_ms']:.2f} ms, "
+                      f"host {row['host_ms']:.2f} ms, same={row['same']}", flush=True)
+            d_sc.free(s)
+            s.synchronize()
+            pin.close()
+        for tb, _ in tables.values():
+            tb.free(s)
+        d_pts.free(s)
+        s.synchronize()
+
+    print()
+    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'gpu ms':>8s} "
+          f"{'host ms':>7s} {'h2d ms':>6s} {'pre ms':>7s} {'pre GiB':>7s} {'scr GiB':>7s} {'sppark':>6s} same")
+    for r in rows:
+        pre = f"{r['pre_ms']:7.1f}" if "pre_ms" in r else f"{'-':>7s}"
+        sp = f"{r['sppark_ms']:6.1f}" if r["sppark_ms"] else f"{'-':>6s}"
+        print(f"{r['group']:3s} 2^{r['lg']:<3d} {r['kind']:9s} {r['c']:2d} {r['S']:4d} {r['k']:2d} {r['Wk']:2d} "
+              f"{r['gpu_ms']:8.2f} {r['host_ms']:7.2f} {r['h2d_ms']:6.2f} {pre} {r['pre_gib']:7.2f} "
+              f"{r['scratch_gib']:7.2f} {sp} {r['same']}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(kind=args.kind, cores=os.cpu_count(), rows=rows), f, indent=1)
+            json.dump(dict(device=dev.name, cores=os.cpu_count(), form=args.form, runs=args.runs, rows=rows), f,
+                      indent=1)
     return 0 if all_ok else 1
 
 
