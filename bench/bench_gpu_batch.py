@@ -91,7 +91,7 @@ def bench_batch(group, lg, density, runs, check, rng):
     d_pts.free(s)
     d_bits.free(s)
     s.synchronize()
-    pinned.close()
+    del pinned          # freed with its last view (PendingPoints hold views)
     set_bits = int(sum(bin(int(x)).count("1") for x in bits)) if n <= 1 << 20 else round(density * n)
     return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits,
             "blocks": plan.blocks, "threads": plan.threads, "gpu_ms": statistics.median(ms),

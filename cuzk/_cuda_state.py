@@ -43,6 +43,7 @@ class DeviceState:
         self.pool = device_pool(driver, device)
         self._lock = threading.RLock()
         self._fns = {}
+        self._smem = {}        # name -> dynamic shared memory bytes the function is allowed
         self._local = threading.local()
 
     def _memo(self, cache, key, make):
@@ -56,13 +57,16 @@ class DeviceState:
         return value
 
     def fn(self, name, smem=0):
-        """The kernel ``name``, allowed ``smem`` bytes of dynamic shared memory."""
-        def make():
-            f = self.module.function(name)
-            if smem > 48 * 1024:
-                f.set_max_dynamic_shared(smem)
-            return f
-        return self._memo(self._fns, name, make)
+        """The kernel ``name``, allowed at least ``smem`` bytes of dynamic shared memory (the
+        attribute only grows: a launch with less shared memory than an earlier one needs nothing
+        new, one with more raises it first)."""
+        f = self._memo(self._fns, name, lambda: self.module.function(name))
+        if smem > 48 * 1024 and smem > self._smem.get(name, 48 * 1024):
+            with self._lock:
+                if smem > self._smem.get(name, 48 * 1024):
+                    f.set_max_dynamic_shared(smem)
+                    self._smem[name] = smem
+        return f
 
     def streams(self):
         """(compute, upload) streams private to the calling thread."""

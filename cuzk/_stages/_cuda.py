@@ -78,15 +78,17 @@ class _Pinned:
 
     def get(self, nbytes):
         if self.buf is None or self.buf.nbytes < nbytes:
-            if self.buf is not None:
-                self.buf.close()
+            self.close()
             self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
         return self.buf
 
     def close(self):
-        if self.buf is not None:
-            self.buf.close()
-            self.buf = None
+        buf, self.buf = self.buf, None
+        if buf is not None:
+            try:
+                buf.close()
+            except BufferError:
+                pass        # a finished partition still holds a view: freed with the last view
 
 
 class CudaContext(StageContext):
