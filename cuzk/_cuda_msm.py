@@ -39,7 +39,7 @@ __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bit
            "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
-_R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from ._constants import FR_MODULUS as _R  # noqa: E402
 _GROUPS = ("g1", "g2")
 _C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 20
 _SEGMENT = 64              # default entries per segment (bench: --segment)
@@ -47,6 +47,7 @@ _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sig
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
+_SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 
 _kernels.register("msm", "msm/msm.cu")
 log = logging.getLogger("cuzk.msm")
@@ -116,7 +117,7 @@ class MsmPlan:
     """
 
     __slots__ = ("n", "npoints", "group", "c", "W", "k", "Wk", "H", "nb", "S", "levels", "P", "segs",
-                 "host_rows", "buffers", "scratch_bytes", "precompute_bytes", "indexed", "device",
+                 "scan_threads", "ntiles", "host_rows", "buffers", "scratch_bytes", "precompute_bytes", "indexed", "device",
                  "sm_count")
 
     def __repr__(self):
@@ -191,7 +192,10 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     entries = n * W                                   # at most one entry per (scalar, window)
     sums1 = -(-entries // S) + nb                     # Σ_b ceil(cnt_b / S) <= entries/S + nb
     sums2 = -(-sums1 // S) + nb if p.levels > 1 else 0
+    p.scan_threads = min(256, max(32, 1 << (-(-nb // _SCAN_ITEMS) - 1).bit_length()))
+    p.ntiles = -(-nb // (_SCAN_ITEMS * p.scan_threads))
     p.buffers = (("counts", nb * 4), ("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8),
+                 ("tiles", (2 * p.ntiles + 1) * 8),
                  ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
                  ("windows", p.host_rows * xyzz)) if n else ()
     p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
@@ -219,6 +223,45 @@ def _grid(items, threads, sm_count, per_sm):
 
 def _scan_threads(nb):
     return min(1024, max(32, _pow2_floor(-(-nb // 16))))
+
+
+def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None):
+    """Enqueue d_out[b] = Σ_{b'<b} counts[b'] (``counts``) or Σ ceil((off[b'+1] − off[b'])/S) (``off``),
+    b <= nb: tile totals, their scan (one block), the tiles again."""
+    nb, K, T, nt = plan.nb, _SCAN_ITEMS, plan.scan_threads, plan.ntiles
+    tile_off = d_tiles + 8 * nt
+    if counts is not None:
+        st.fn("cuzk_msm_tiles_counts").launch(s, nt, T, [("P", d_tiles), ("P", counts), ("I", nb), ("I", K)],
+                                              shmem=8 * T)
+    else:
+        st.fn("cuzk_msm_tiles_segments").launch(
+            s, nt, T, [("P", d_tiles), ("P", off), ("I", nb), ("I", plan.S), ("I", K)], shmem=8 * T)
+    tb = _scan_threads(nt)
+    st.fn("cuzk_msm_scan_block").launch(s, 1, tb, [("P", tile_off), ("P", d_tiles), ("I", nt)], shmem=8 * tb)
+    if counts is not None:
+        st.fn("cuzk_msm_apply_counts").launch(
+            s, nt, T, [("P", d_out), ("P", tile_off), ("P", counts), ("I", nb), ("I", K), ("I", nt)], shmem=8 * T)
+    else:
+        st.fn("cuzk_msm_apply_segments").launch(
+            s, nt, T, [("P", d_out), ("P", tile_off), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", nt)],
+            shmem=8 * T)
+
+
+def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont):
+    """Enqueue the counting sort of the (bucket, ±point) entries: ptr["off_a"] = the bucket offsets,
+    ptr["entries"] sorted by bucket, ptr["counts"] back to 0."""
+    d = _driver()
+    n, c, W, Wk, nb = plan.n, plan.c, plan.W, plan.Wk, plan.nb
+    d.memset_d32(ptr["counts"], 0, nb, s)
+    dgrid = _grid(n, _THREADS, plan.sm_count, 16)
+    st.fn("cuzk_msm_count").launch(
+        s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
+                             ("I", Wk), ("I", mont)])
+    _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
+    st.fn("cuzk_msm_scatter").launch(
+        s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
+                             ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
+                             ("I", c), ("I", W), ("I", Wk), ("I", mont)])
 
 
 def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
@@ -276,34 +319,20 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             s.synchronize()
             marks.append((name, time.perf_counter()))
 
-    n, c, W, Wk, nb, S, sm = plan.n, plan.c, plan.W, plan.Wk, plan.nb, plan.S, plan.sm_count
+    n, c, Wk, nb, S, sm = plan.n, plan.c, plan.Wk, plan.nb, plan.S, plan.sm_count
     mont = 1 if scalar_form == "montgomery" else 0
     try:
         for name, nbytes in plan.buffers:
             buf[name] = pool.alloc(_align(nbytes), s)
         ptr = {name: b.ptr for name, b in buf.items()}
         mark("start")
-        d.memset_d32(ptr["counts"], 0, nb, s)
-        dgrid = _grid(n, _THREADS, sm, 16)
-        st.fn("cuzk_msm_count").launch(
-            s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
-                                 ("I", Wk), ("I", mont)])
-        mark("count")
-        tscan = _scan_threads(nb)
-        st.fn("cuzk_msm_scan_counts").launch(
-            s, 1, tscan, [("P", ptr["off_a"]), ("P", ptr["counts"]), ("I", nb)], shmem=8 * tscan)
-        mark("scan")
-        st.fn("cuzk_msm_scatter").launch(
-            s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
-                                 ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
-                                 ("I", c), ("I", W), ("I", Wk), ("I", mont)])
-        mark("scatter")
+        _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont)
+        mark("sort")
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]
-        bound = plan.buffers[4][1] // (rows * 8)
+        bound = dict(plan.buffers)["sums_a"] // (rows * 8)
         for level in range(plan.levels):
-            st.fn("cuzk_msm_scan_segments").launch(
-                s, 1, tscan, [("P", seg), ("P", off), ("I", nb), ("I", S)], shmem=8 * tscan)
+            _scan(st, s, plan, seg, ptr["tiles"], off=off)
             grid = _grid(bound, _SUM_THREADS, sm, 8)
             if level == 0:
                 st.fn("cuzk_msm_sum_points_" + g).launch(

@@ -19,19 +19,38 @@ extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts,
     msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont);
 }
 
-// off[b] = Σ_{b'<b} counts[b'], b <= nb.  One block; dynamic shared memory: 8·blockDim.x bytes.
-extern "C" __global__ void cuzk_msm_scan_counts(uint64_t* off, const uint32_t* counts, uint32_t nb)
+// Prefix sums over the buckets (msm::tile_totals / scan_block / tile_apply): of the counts
+// (off[b] = Σ_{b'<b} counts[b']) and of the segments (seg[b] = Σ_{b'<b} ceil((off[b'+1] −
+// off[b']) / S): segments of <= S items per bucket).  Dynamic shared memory: 8·blockDim.x bytes
+// (extern shared arrays of one program need distinct names).
+extern "C" __global__ void cuzk_msm_tiles_counts(uint64_t* tiles, const uint32_t* counts, uint32_t nb, uint32_t K)
 {
-    CUZK_DYN_SMEM(uint64_t, scan_chunk);   // (extern shared arrays of one program: distinct names)
-    msm::scan(off, scan_chunk, nb, [&](uint32_t b) { return (uint64_t)counts[b]; });
+    CUZK_DYN_SMEM(uint64_t, tc_red);
+    msm::tile_totals(tiles, tc_red, nb, K, [&](uint32_t b) { return (uint64_t)counts[b]; });
 }
-
-// seg[b] = Σ_{b'<b} ceil((off[b'+1] − off[b']) / S), b <= nb: segments of <= S items per bucket.
-// One block; dynamic shared memory: 8·blockDim.x bytes.
-extern "C" __global__ void cuzk_msm_scan_segments(uint64_t* seg, const uint64_t* off, uint32_t nb, uint32_t S)
+extern "C" __global__ void cuzk_msm_apply_counts(uint64_t* off, const uint64_t* tile_off, const uint32_t* counts,
+                                                 uint32_t nb, uint32_t K, uint32_t ntiles)
 {
-    CUZK_DYN_SMEM(uint64_t, seg_chunk);
-    msm::scan(seg, seg_chunk, nb, [&](uint32_t b) { return (off[b + 1] - off[b] + S - 1) / S; });
+    CUZK_DYN_SMEM(uint64_t, ac_chunk);
+    msm::tile_apply(off, ac_chunk, tile_off, nb, K, ntiles, [&](uint32_t b) { return (uint64_t)counts[b]; });
+}
+extern "C" __global__ void cuzk_msm_tiles_segments(uint64_t* tiles, const uint64_t* off, uint32_t nb, uint32_t S,
+                                                   uint32_t K)
+{
+    CUZK_DYN_SMEM(uint64_t, ts_red);
+    msm::tile_totals(tiles, ts_red, nb, K, [&](uint32_t b) { return (off[b + 1] - off[b] + S - 1) / S; });
+}
+extern "C" __global__ void cuzk_msm_apply_segments(uint64_t* seg, const uint64_t* tile_off, const uint64_t* off,
+                                                   uint32_t nb, uint32_t S, uint32_t K, uint32_t ntiles)
+{
+    CUZK_DYN_SMEM(uint64_t, as_chunk);
+    msm::tile_apply(seg, as_chunk, tile_off, nb, K, ntiles,
+                    [&](uint32_t b) { return (off[b + 1] - off[b] + S - 1) / S; });
+}
+extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in, uint32_t n)
+{
+    CUZK_DYN_SMEM(uint64_t, sb_chunk);
+    msm::scan_block(out, sb_chunk, in, n);
 }
 
 #define CUZK_MSM_GROUP(G)                                                                               \

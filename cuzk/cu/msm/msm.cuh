@@ -14,7 +14,7 @@
 // Steps (stream-ordered, no host synchronization; sizes the host cannot know, like the number
 // of non-zero digits, are read from device memory by the kernels):
 //   1. count      counts[b] = entries of bucket b (atomic histogram)
-//   2. scan       off[b] = Σ_{b'<b} counts[b'] (64-bit)
+//   2. scan       off[b] = Σ_{b'<b} counts[b'] (64-bit; tiles, then the tile totals)
 //   3. scatter    entries sorted by bucket (a counting sort; positions come from counting
 //                 counts[b] back down, so the order inside a bucket is arbitrary: the sums
 //                 are the same group elements whatever the order)
@@ -109,16 +109,77 @@ CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* of
     }
 }
 
-// out[b] = Σ_{b'<b} value(b') for b <= nb (out[nb] = the total), one block; thread t scans
-// its chunk [t·K, (t+1)·K), K = ceil(nb / blockDim.x), after thread 0 has scanned the chunk
-// totals.  chunk: blockDim.x words of shared memory.
-template <class V>
-CUZK_DEVICE void scan(uint64_t* out, uint64_t* chunk, uint32_t nb, V value)
+// Exclusive prefix sums out[b] = Σ_{b'<b} value(b'), b <= nb (out[nb] = the total), in three
+// launches: tile_totals (one block per tile of K·blockDim.x items), scan (one block, over the
+// tile totals), tile_apply (one block per tile again).  Thread u of tile t takes the K items
+// from (t·blockDim.x + u)·K.  value(b) is read twice (it is a load or two).
+
+// [b, e): the items of the calling thread; 64-bit, since the last tile may reach past 2^32.
+CUZK_DEVICE void tile_items(uint32_t nb, uint32_t K, uint32_t& b, uint32_t& e)
 {
-    const uint32_t t = threadIdx.x, K = (nb + blockDim.x - 1) / blockDim.x;
-    const uint32_t b = t * K < nb ? t * K : nb, e = b + K < nb ? b + K : nb;
+    const uint64_t lo = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * K;
+    b = lo < nb ? (uint32_t)lo : nb;
+    e = lo + K < nb ? (uint32_t)(lo + K) : nb;
+}
+
+// tiles[blockIdx.x] = Σ value over the tile.  red: blockDim.x words of shared memory.
+template <class V>
+CUZK_DEVICE void tile_totals(uint64_t* tiles, uint64_t* red, uint32_t nb, uint32_t K, V value)
+{
+    uint32_t b, e;
+    tile_items(nb, K, b, e);
     uint64_t sum = 0;
     for (uint32_t i = b; i < e; i++) sum += value(i);
+    const uint32_t t = threadIdx.x;
+    red[t] = sum;
+    __syncthreads();
+    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
+        if (t < half) red[t] += red[t + half];
+        __syncthreads();
+    }
+    if (t == 0) tiles[blockIdx.x] = red[0];
+}
+
+// out[b] for the tile's items from tile_off = the scanned tile totals (ntiles + 1 words);
+// block 0 also writes out[nb] = tile_off[ntiles].  chunk: blockDim.x words of shared memory.
+template <class V>
+CUZK_DEVICE void tile_apply(uint64_t* out, uint64_t* chunk, const uint64_t* tile_off, uint32_t nb, uint32_t K,
+                            uint32_t ntiles, V value)
+{
+    uint32_t b, e;
+    tile_items(nb, K, b, e);
+    uint64_t sum = 0;
+    for (uint32_t i = b; i < e; i++) sum += value(i);
+    const uint32_t t = threadIdx.x;
+    chunk[t] = sum;
+    __syncthreads();
+    if (t == 0) {
+        uint64_t run = tile_off[blockIdx.x];
+        for (uint32_t k = 0; k < blockDim.x; k++) {
+            const uint64_t v = chunk[k];
+            chunk[k] = run;
+            run += v;
+        }
+        if (blockIdx.x == 0) out[nb] = tile_off[ntiles];
+    }
+    __syncthreads();
+    uint64_t run = chunk[t];
+    for (uint32_t i = b; i < e; i++) {
+        const uint64_t v = value(i);
+        out[i] = run;
+        run += v;
+    }
+}
+
+// The middle launch: out[b] = Σ_{b'<b} in[b'], b <= n, one block; thread t scans its chunk
+// [t·K, (t+1)·K), K = ceil(n / blockDim.x), after thread 0 has scanned the chunk totals.
+// chunk: blockDim.x words of shared memory.
+CUZK_DEVICE void scan_block(uint64_t* out, uint64_t* chunk, const uint64_t* in, uint32_t n)
+{
+    const uint32_t t = threadIdx.x, K = (n + blockDim.x - 1) / blockDim.x;
+    const uint32_t b = t * K < n ? t * K : n, e = b + K < n ? b + K : n;
+    uint64_t sum = 0;
+    for (uint32_t i = b; i < e; i++) sum += in[i];
     chunk[t] = sum;
     __syncthreads();
     if (t == 0) {
@@ -128,12 +189,12 @@ CUZK_DEVICE void scan(uint64_t* out, uint64_t* chunk, uint32_t nb, V value)
             chunk[k] = run;
             run += v;
         }
-        out[nb] = run;
+        out[n] = run;
     }
     __syncthreads();
     uint64_t run = chunk[t];
     for (uint32_t i = b; i < e; i++) {
-        const uint64_t v = value(i);
+        const uint64_t v = in[i];
         out[i] = run;
         run += v;
     }
