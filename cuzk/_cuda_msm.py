@@ -276,10 +276,11 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         Scratch (``plan.scratch_bytes``) is allocated and freed stream-ordered on ``stream``.
     d_points_ptr : int
         Device affine bases in the CPU layout (``AFFINE_WORDS[group]`` uint64 per point, all-zero
-        = infinity); with ``plan.k > 1`` the table filled by ``precompute_bases``.
+        = infinity); with ``plan.k > 1`` the table filled by ``precompute_bases``.  16-byte
+        aligned (128-bit loads), as every pool allocation is.
     d_scalars_ptr : int
         Device scalars uint64 (n, 4) in ``scalar_form``; canonical < 2^255, Montgomery < r (not
-        checked on the device).
+        checked on the device).  16-byte aligned.
     host_view : numpy.ndarray
         uint64 (plan.host_rows, XYZZ_WORDS[group]), pinned; written by a device-to-host copy on
         ``stream``.
