@@ -7,10 +7,16 @@ pip's ``nvidia/cu13/include`` (the nvidia-cuda-runtime wheel), ``$CUDA_HOME``,
 ``$CUDA_PATH`` and ``/usr/local/cuda`` and takes the newest.  Nothing links
 libcuda: cuda-bindings loads the driver at run time.
 
+The default build is portable (the compiler's generic target): a wheel or a shared venv
+runs on any x86-64 CPU.  CPU features are chosen at run time (mulx/adx and the AVX-512 IFMA
+MSM lanes, compiled in with function-level target attributes; see msm.hpp).  The extensions
+compile in parallel, one job per core (``build_ext -j N`` or ``CUZK_BUILD_JOBS`` overrides).
+
 Environment:
-  CUZK_NATIVE_ARCH=0   build for generic x86-64 instead of -march=native.
+  CUZK_NATIVE_ARCH=1   add -march=native: fastest on the build host, SIGILL on older CPUs.
   CUZK_DEBUG=1         -O0 -g.
-  CUZK_ONLY=a,b        build only these modules (development: parallel builds).
+  CUZK_ONLY=a,b        build only these modules (development).
+  CUZK_BUILD_JOBS=N    parallel compile jobs (default: the usable cores); also Cython's.
 """
 import glob
 import os
@@ -19,6 +25,35 @@ import sys
 import sysconfig
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext as _build_ext
+
+
+def build_jobs():
+    """Parallel jobs for cythonize and the C++ compiles: $CUZK_BUILD_JOBS, else usable cores."""
+    env = os.environ.get("CUZK_BUILD_JOBS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def native_arch():
+    """Whether to add -march=native (opt-in: CUZK_NATIVE_ARCH=1)."""
+    v = os.environ.get("CUZK_NATIVE_ARCH", "0")
+    if v not in ("0", "1", ""):
+        raise RuntimeError(f"CUZK_NATIVE_ARCH must be 0 or 1, got {v!r}")
+    return v == "1"
+
+
+class build_ext(_build_ext):
+    """build_ext whose default is one compile job per core (setuptools' own thread pool)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = build_jobs()
 
 
 def _cuda_version(include_dir):
@@ -71,8 +106,8 @@ def extensions():
     else:
         # -g0: debug info for the heavily inlined field code multiplies compile time
         cflags += ["-O3", "-g0", "-fno-math-errno"]
-        if os.environ.get("CUZK_NATIVE_ARCH", "1") != "0":
-            cflags.append("-march=native")
+    if native_arch():
+        cflags.append("-march=native")
     incs = [numpy.get_include(), "cuzk/_native/include"]
     cuda_inc = find_cuda_include()
     only = {m for m in os.environ.get("CUZK_ONLY", "").split(",") if m}
@@ -98,10 +133,10 @@ def extensions():
         ))
     from Cython.Build import cythonize
     return cythonize(
-        exts, language_level=3, nthreads=int(os.environ.get("CUZK_CYTHON_JOBS", "0")),
+        exts, language_level=3, nthreads=build_jobs() if len(exts) > 1 else 0,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True,
                              "embedsignature": True},
     )
 
 
-setup(ext_modules=extensions())
+setup(ext_modules=extensions(), cmdclass={"build_ext": build_ext})

@@ -47,36 +47,14 @@ from ._errors import FormatError, UnsatisfiedAssignmentError
 __all__ = ["Density", "Assignment", "R_MOD", "fr_to_mont", "fr_from_mont",
            "fr_ints_to_mont", "fr_mont_to_ints"]
 
-#: The BLS12-381 scalar field modulus r.
-R_MOD = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
-_R = (1 << 256) % R_MOD           # Montgomery R mod r
-_RINV = pow(1 << 256, -1, R_MOD)  # R^-1 mod r
+# R_MOD (r) and the small int <-> Montgomery converters live in cuzk._constants.
+from ._constants import FR_MODULUS as R_MOD, fr_ints_to_mont, fr_mont_to_ints  # noqa: E402
 _FORMS = ("montgomery", "canonical")
 
 
 # ----------------------------------------------------------------------------- Fr helpers
-# Small-array conversions in Python big ints (inputs, toxic waste, tests); bulk conversions of
-# large arrays go through the native field module (cuzk._native._field).
-
-def fr_ints_to_mont(values) -> np.ndarray:
-    """Python ints (each 0 <= v < r) -> uint64 (n, 4) Montgomery.  ValueError names the first
-    value out of range."""
-    vals = [int(v) for v in values]
-    out = np.empty((len(vals), 4), dtype=np.uint64)
-    for i, v in enumerate(vals):
-        if not 0 <= v < R_MOD:
-            raise ValueError(f"value {i} is not in [0, r)")
-        out[i] = np.frombuffer(((v * _R) % R_MOD).to_bytes(32, "little"), dtype="<u8")
-    return out
-
-
-def fr_mont_to_ints(arr) -> list:
-    """uint64 (n, 4) Montgomery -> list of Python ints in [0, r)."""
-    a = np.ascontiguousarray(arr, dtype="<u8").reshape(-1, 4)
-    raw = a.tobytes()
-    return [(int.from_bytes(raw[32 * i:32 * i + 32], "little") * _RINV) % R_MOD
-            for i in range(a.shape[0])]
-
+# Small-array conversions in Python big ints are cuzk._constants' (inputs, toxic waste, tests);
+# bulk conversions of large arrays go through the native field module (cuzk._native._field).
 
 def fr_to_mont(arr: np.ndarray, threads=None) -> np.ndarray:
     """Canonical uint64 (n, 4) -> Montgomery (new array).  ValueError names the first value ≥ r."""
@@ -462,11 +440,8 @@ class Assignment:
             "b_input_bits": np.array(self.b_input_density.n_bits),
             "b_aux": self.b_aux_density.words, "b_aux_bits": np.array(self.b_aux_density.n_bits),
         }
-        path = os.fspath(path)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
+        from ._io import atomic_write
+        atomic_write(path, lambda f: np.savez(f, **arrays))
 
     @classmethod
     def load_npz(cls, path, form: str | None = None) -> "Assignment":

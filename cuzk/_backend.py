@@ -42,7 +42,7 @@ def _probe_cuda():
     return True, f"{reason}; NVRTC {major}.{minor}"
 
 
-def cuda_available():
+def cuda_available() -> tuple[bool, str]:
     """Whether the CUDA backend is usable in this process (probed once, then cached).
 
     Returns
@@ -60,7 +60,7 @@ def cuda_available():
         return _cuda_state
 
 
-def resolve_backend(name="auto"):
+def resolve_backend(name: str = "auto") -> str:
     """Map a backend request to the backend that will run.
 
     Parameters

@@ -263,7 +263,8 @@ def _row_counts_to_indptr(counts) -> np.ndarray:
     return indptr
 
 
-def porep_like(log_n: int, seed: int = 0, threads=None):
+def porep_like(log_n: int, seed: int = 0,
+               threads: int | None = None) -> tuple[R1CS, np.ndarray, np.ndarray]:
     """A synthetic circuit shaped like one Filecoin PoRep partition, with a satisfying witness.
 
     Shape (the real 32 GiB partition in brackets, DESIGN §1): domain exactly 2^log_n with

@@ -35,12 +35,11 @@ from ._cuda_state import DeviceState, state_for
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
            "h_stage_device", "h_stage_inplace", "snarkjs_h", "release", "pass_plan", "h_consts"]
 
-R_MODULUS = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
-COSET_GENERATOR = 7
+from ._constants import FR_GENERATOR as COSET_GENERATOR, FR_MODULUS as R_MODULUS  # noqa: E402
+from ._constants import fr_root_of_unity, fr_to_mont_int as _mont  # noqa: E402
 #: largest supported transform, 2^MAX_LOG_SIZE (kernels allow up to 2^29; tables are n·32 bytes)
 MAX_LOG_SIZE = 28
 
-_R256 = (1 << 256) % R_MODULUS
 _R_TOP = R_MODULUS >> 192
 _FR_BYTES = 32
 
@@ -77,10 +76,6 @@ def _driver():
 
 
 # --------------------------------------------------------------------------- host-side math
-
-def _mont(x):
-    return x * _R256 % R_MODULUS
-
 
 def _rows(ints):
     """Python ints (canonical, < r) -> Montgomery uint64 array (k, 4)."""
@@ -340,7 +335,7 @@ class _DeviceState(DeviceState):
 
 def _root_of_unity(lg):
     """The primitive 2^lg-th root of unity of the transforms (COSET_GENERATOR^((r-1)/2^lg))."""
-    return pow(COSET_GENERATOR, (R_MODULUS - 1) >> lg, R_MODULUS)
+    return fr_root_of_unity(lg, COSET_GENERATOR)
 
 
 def h_consts(lg_n):

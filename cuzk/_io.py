@@ -45,8 +45,10 @@ def atomic_write(path, data) -> None:
     ----------
     path : str or os.PathLike
         The target file; its directory must exist.  An existing file is replaced.
-    data : bytes-like or str
-        The whole content; ``str`` is encoded as UTF-8.
+    data : bytes-like, str, or callable
+        The whole content (``str`` is encoded as UTF-8), or ``data(f)`` that writes it to
+        ``f``, the temporary file open in binary mode (large outputs streamed in chunks:
+        ``.params`` files, ``np.savez(f, ...)``).  An exception from it aborts the write.
 
     Raises
     ------
@@ -54,13 +56,14 @@ def atomic_write(path, data) -> None:
         The directory is missing or not writable, ``path`` is a directory, the disk is full, …
         ``filename`` is ``path`` (never the temporary name).  Nothing is left behind.
     TypeError
-        ``data`` is neither bytes-like nor str.
+        ``data`` is neither bytes-like, str nor callable.
     """
     path = os.fspath(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    elif not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"atomic_write: data must be bytes or str, not {type(data).__name__}")
+    elif not isinstance(data, (bytes, bytearray, memoryview)) and not callable(data):
+        raise TypeError(f"atomic_write: data must be bytes, str or a writer callable, "
+                        f"not {type(data).__name__}")
     d, base = os.path.split(os.path.abspath(path))
     tmp = None
     try:
@@ -68,7 +71,10 @@ def atomic_write(path, data) -> None:
             raise IsADirectoryError(21, "Is a directory", path)
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=d)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)      # mkstemp makes 0600; a written file follows umask

@@ -1,8 +1,10 @@
 """Kernel registry, NVRTC disk cache and per-device module memo.
 
 Kernel sources are the ``.cu``/``.cuh`` files under ``cuzk/cu/`` (package
-data).  A *program* is one top-level ``.cu`` file, registered with
-``register(name, relpath, defines)``; NVRTC compiles it with ``-I<cu root>``.
+data).  A *program* is one top-level ``.cu`` file; the programs are a static
+table (``PROGRAMS``: name -> .cu path and defines), so listing or compiling
+them imports no stage module.  ``register(name, relpath, defines)`` adds one
+(tests, experiments).  NVRTC compiles a program with ``-I<cu root>``.
 
 Cache key (``cache_key``): sha256 over labelled, length-prefixed fields:
 schema version, cuzk version, NVRTC version, program name and path, arch,
@@ -12,7 +14,7 @@ the cu root (headers are read from disk, so hashing only the top-level source
 could not see their changes).
 
 Disk entries live in ``$CUZK_CACHE_DIR`` (default ``~/.cache/cuzk/kernels``),
-one file per key, written to a temporary file and ``os.replace``d; each holds
+one file per key, written by ``cuzk._io.atomic_write``; each holds
 a magic, the key, the payload length and the payload's sha256, so a corrupt or
 truncated entry is a miss and gets rewritten.  Within a process, one thread
 compiles a given key while the others wait for it.
@@ -22,18 +24,18 @@ source root, for development), ``CUZK_KERNEL_CACHE=0`` (disable the disk cache).
 """
 
 import hashlib
-import importlib
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 
+from ._io import atomic_write
 from ._version import __version__
 
 __all__ = [
-    "KERNELS", "SCHEMA_VERSION", "register", "cu_root", "cache_dir", "nvrtc_options",
+    "PROGRAMS", "KERNELS", "SCHEMA_VERSION", "register", "programs", "cu_root", "cache_dir",
+    "nvrtc_options",
     "cache_key", "compile_program", "get_module", "compile_all", "load_program_modules",
     "clear_module_memo",
 ]
@@ -42,11 +44,19 @@ log = logging.getLogger("cuzk.kernels")
 
 SCHEMA_VERSION = 1
 
-# Modules that register programs on import; compile_all imports them (a module
-# that does not exist yet is skipped, any other import failure propagates).
-_PROGRAM_MODULES = ["cuzk._cuda_ntt", "cuzk._cuda_msm"]
+#: The programs of cuzk: name -> (top-level .cu file relative to the cu root, defines).
+#: A program whose file is not (yet) in the cu root is listed but skipped by ``programs()`` and
+#: ``compile_all``; compiling it by name fails with FileNotFoundError naming the file.
+PROGRAMS = {
+    "selftest": ("util/selftest.cu", {}),
+    "ntt": ("ntt/ntt.cu", {}),             # cuzk._cuda_ntt
+    "msm": ("msm/msm.cu", {}),             # cuzk._cuda_msm
+    "batch_add": ("msm/batch_add.cu", {}),  # cuzk._cuda_batch
+    "fixed_base": ("ec/fixed_base.cu", {}),  # cuzk._cuda_fixed_base
+}
 
-#: program name -> top-level .cu file, relative to the cu root (POSIX separators).
+#: program name -> top-level .cu file, relative to the cu root (POSIX separators): PROGRAMS
+#: plus whatever ``register`` added.
 KERNELS: dict = {}
 _DEFINES: dict = {}            # program name -> tuple of (macro, value or None)
 _registry_lock = threading.Lock()
@@ -88,7 +98,17 @@ def register(name, relpath, defines=None):
         _DEFINES[name] = defs
 
 
-register("selftest", "util/selftest.cu")
+for _name, (_rel, _defs) in PROGRAMS.items():
+    register(_name, _rel, _defs)
+del _name, _rel, _defs
+
+
+def programs(cu_root=None):
+    """Sorted names of the registered programs whose top-level file exists under the cu root."""
+    root = _root(cu_root)
+    with _registry_lock:
+        items = sorted(KERNELS.items())
+    return [n for n, rel in items if os.path.isfile(os.path.join(root, *rel.split("/")))]
 
 
 def cu_root():
@@ -238,25 +258,14 @@ def _write_entry(path, key, payload):
     """Atomically write an entry; a cache that cannot be written only costs time."""
     global _warned_unwritable
     d = os.path.dirname(path)
-    tmp = None
     try:
         os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=d)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + bytes.fromhex(key) + len(payload).to_bytes(8, "little")
-                    + hashlib.sha256(payload).digest() + payload)
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write(path, _MAGIC + bytes.fromhex(key) + len(payload).to_bytes(8, "little")
+                     + hashlib.sha256(payload).digest() + payload)
     except OSError as e:
         if not _warned_unwritable:
             _warned_unwritable = True
             log.warning("kernel cache %s not writable (%s); compiling without it", d, e)
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 _key_locks = {}
@@ -363,31 +372,18 @@ def clear_module_memo():
 
 
 def load_program_modules():
-    """Import every module in ``_PROGRAM_MODULES`` so that its programs are registered.
-
-    A module that does not exist is skipped; any other import error propagates.
-    """
-    for mod in _PROGRAM_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name is None or not (mod == e.name or mod.startswith(e.name + ".")):
-                raise
-            log.debug("program module %s not present; skipped", mod)
+    """Nothing to do: the programs are the static ``PROGRAMS`` table (kept for old callers)."""
 
 
 def compile_all(arch="sm_90", target="cubin", *, cu_root=None):
-    """Compile every registered program (used by ``cuzk kernels --compile``).
+    """Compile every program of ``programs()`` (used by ``cuzk kernels --compile``).
 
     Returns
     -------
     list of (name, nbytes, seconds, cached)
     """
-    load_program_modules()
-    with _registry_lock:
-        names = sorted(KERNELS)
     out = []
-    for name in names:
+    for name in programs(cu_root):
         image, cached, secs = _compile(name, arch, target, (), cu_root)
         out.append((name, len(image), secs, cached))
     return out

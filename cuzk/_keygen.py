@@ -27,17 +27,22 @@ import secrets
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from ._assignment import R_MOD, fr_ints_to_mont
+from ._constants import fr_root_of_unity
 from ._params import ProvingKey, VerifyingKey
+
+if TYPE_CHECKING:  # annotations only
+    from ._circuit import R1CS
+    from ._progress import Progress
 
 __all__ = ["KEYGEN_STEPS", "keygen", "keygen_random", "domain_root_int"]
 
 
 def domain_root_int(log_n: int) -> int:
     """ω of order 2^log_n: 7^((r−1)/2^log_n) mod r (bellperson / blstrs convention)."""
-    if not 0 <= log_n <= 32:
-        raise ValueError(f"log_n must be in 0..32, got {log_n}")
-    return pow(7, (R_MOD - 1) >> log_n, R_MOD)
+    return fr_root_of_unity(log_n)
 
 
 def _check_waste(**vals):
@@ -143,7 +148,8 @@ def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     return ProvingKey(vk, h=sl[2], l=sl[3], a=sl[4], b_g1=sl[5], b_g2=g2[3:])
 
 
-def keygen_random(r1cs, seed=None, threads=None, progress=None, backend: str = "cpu") -> ProvingKey:
+def keygen_random(r1cs: R1CS, seed: int | None = None, threads: int | None = None,
+                  progress: Progress | None = None, backend: str = "cpu") -> ProvingKey:
     """:func:`keygen` with toxic waste drawn uniformly from [1, r): from the OS CSPRNG, or,
     when ``seed`` is given, deterministically from it (test and benchmark parameters only)."""
     rng = secrets.SystemRandom() if seed is None else random.Random(f"cuzk-keygen-{seed}")

@@ -16,7 +16,8 @@ import numpy as np
 
 __all__ = ["KINDS", "R", "scalars"]
 
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from ._constants import FR_MODULUS as R  # noqa: E402
+
 KINDS = ("uniform", "bits90", "zeros", "ones", "equal", "small", "r_minus_1", "real_tail", "single")
 _R_LIMBS = [(R >> (64 * i)) & (2**64 - 1) for i in range(4)]
 

@@ -37,6 +37,7 @@ import struct
 import numpy as np
 
 from ._errors import FormatError
+from ._io import atomic_write
 
 __all__ = [
     "VerifyingKey", "ProvingKey", "read_params", "write_params", "read_vk", "write_vk",
@@ -263,7 +264,7 @@ def _close_map(mm):
         pass
 
 
-def read_vk(path, threads=None) -> VerifyingKey:
+def read_vk(path: str | os.PathLike, threads: int | None = None) -> VerifyingKey:
     """Read a bellperson ``.vk`` file (every point checked: flags, canonical coordinates,
     on-curve, subgroup; IC never infinity).  Raises FormatError(path, offset, expected)."""
     path, mm = _open_map(path)
@@ -280,7 +281,8 @@ def read_vk(path, threads=None) -> VerifyingKey:
         _close_map(mm)
 
 
-def read_params(path, checked: bool = False, threads=None) -> ProvingKey:
+def read_params(path: str | os.PathLike, checked: bool = False,
+                threads: int | None = None) -> ProvingKey:
     """Read a bellperson ``.params`` file into a :class:`ProvingKey`.
 
     Parameters
@@ -355,27 +357,12 @@ def _write_vk_block(f, vk: VerifyingKey, threads):
     _write_points(f, vk.ic, "g1", threads)
 
 
-def _atomic_write(path, body):
-    path = os.fspath(path)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            body(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def write_vk(path, vk: VerifyingKey, threads=None) -> None:
+def write_vk(path: str | os.PathLike, vk: VerifyingKey, threads: int | None = None) -> None:
     """Write ``vk`` as a bellperson ``.vk`` file (atomically: temp file + rename)."""
-    _atomic_write(path, lambda f: _write_vk_block(f, vk, threads))
+    atomic_write(path, lambda f: _write_vk_block(f, vk, threads))
 
 
-def write_params(path, pk: ProvingKey, threads=None) -> None:
+def write_params(path: str | os.PathLike, pk: ProvingKey, threads: int | None = None) -> None:
     """Write ``pk`` as a bellperson ``.params`` file (atomically: temp file + rename).
 
     Points are encoded in chunks, so writing needs no second full copy in memory.
@@ -395,12 +382,12 @@ def write_params(path, pk: ProvingKey, threads=None) -> None:
             f.write(struct.pack(">I", arr.shape[0]))
             _write_points(f, arr, group, threads)
 
-    _atomic_write(path, body)
+    atomic_write(path, body)
 
 
 # ----------------------------------------------------------------------------- proofs
 
-def encode_proof(A_g1, B_g2, C_g1) -> bytes:
+def encode_proof(A_g1: np.ndarray, B_g2: np.ndarray, C_g1: np.ndarray) -> bytes:
     """The 192-byte bellperson proof A‖B‖C (compressed) from Montgomery affine points."""
     fld = _field()
     a = fld.encode_points(_g(A_g1, 12, "A")[None, :], "g1", compressed=True)
@@ -409,7 +396,7 @@ def encode_proof(A_g1, B_g2, C_g1) -> bytes:
     return a.tobytes() + b.tobytes() + c.tobytes()
 
 
-def decode_proof(data, path="<proof>"):
+def decode_proof(data: bytes, path: str = "<proof>") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode one 192-byte proof into ``(A (12,), B (24,), C (12,))`` Montgomery arrays.
 
     As bellperson's ``Proof::read``: compressed encodings, on-curve and subgroup checked,
@@ -439,7 +426,7 @@ def _decode_proof_at(buf, base, path):
     return tuple(out)
 
 
-def decode_proofs(data, path="<proof>") -> list:
+def decode_proofs(data: bytes, path: str = "<proof>") -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Decode a concatenation of 192-byte proofs (a multi-partition proof) into a list of
     ``(A, B, C)``.  Raises FormatError when the length is not a positive multiple of 192."""
     buf = bytes(data)

@@ -42,7 +42,8 @@ def _native_ntt():
     return getattr(_ntt, "ntt_mont", None)
 
 
-def msm(points, scalars, group="g1", threads=None) -> bytes:
+def msm(points: np.ndarray, scalars: np.ndarray, group: str = "g1",
+        threads: int | None = None) -> bytes:
     """Multi-scalar multiplication Σ sᵢ·Pᵢ over G1 or G2.
 
     Parameters
@@ -86,7 +87,8 @@ def msm(points, scalars, group="g1", threads=None) -> bytes:
                                 compressed=True)[0].tobytes()
 
 
-def ntt(values, inverse=False, coset=False, *, threads=None):
+def ntt(values: np.ndarray, inverse: bool = False, coset: bool = False, *,
+        threads: int | None = None) -> np.ndarray:
     """Number-theoretic transform over Fr.
 
     Forward: evaluations at ω^i, i < n, with ω = 7^((r-1)/n) the n-th root of unity from

@@ -15,8 +15,12 @@ calls from many workers behind its interlock.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ._stages import CpuStages, R_MODULUS, Stages, stages_for
+
+if TYPE_CHECKING:  # annotations only
+    from ._assignment import Assignment
 
 __all__ = ["CpuStages", "CudaStages", "stages_for", "prove", "prove_partitions",
            "public_inputs", "R_MODULUS"]
@@ -29,7 +33,7 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def public_inputs(asg) -> list[int]:
+def public_inputs(asg: Assignment) -> list[int]:
     """The public inputs of an assignment as canonical ints, without the leading 1."""
     from ._native import _field
     can = _field.from_mont(asg.inputs[1:], "fr")

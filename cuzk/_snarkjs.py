@@ -55,14 +55,11 @@ __all__ = [
     "fr_to_ints", "fr_from_ints",
 ]
 
-#: BLS12-381 base field modulus q and scalar field modulus r.
-Q = int("1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF"
-        "6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB", 16)
-R = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+# q (base field) and r (scalar field), one definition: cuzk._constants
+from ._constants import FQ_MODULUS as Q, FR_MODULUS as R, fq_from_mont_int, fq_to_mont_int  # noqa: E402
 
 _N8Q, _N8R = 48, 32
 _G1, _G2 = 2 * _N8Q, 4 * _N8Q                      # affine point sizes in bytes
-_RQ_INV = pow(1 << 384, -1, Q)                     # Montgomery radix inverse mod q
 _Q_LIMBS = np.array([(Q >> (64 * i)) & (2**64 - 1) for i in range(6)], dtype=np.uint64)
 _R_LIMBS = np.array([(R >> (64 * i)) & (2**64 - 1) for i in range(4)], dtype=np.uint64)
 _MAX_SECTIONS = 4096                               # real files have ~10 (groth16) to ~20 (fflonk)
@@ -78,14 +75,12 @@ assert _COEF_DTYPE.itemsize == 44
 
 def fq_from_mont(limbs) -> int:
     """Canonical int of one Fq element given as 6 little-endian uint64 limbs in Montgomery form."""
-    v = int.from_bytes(np.asarray(limbs, dtype="<u8").tobytes(), "little")
-    return v * _RQ_INV % Q
+    return fq_from_mont_int(int.from_bytes(np.asarray(limbs, dtype="<u8").tobytes(), "little"))
 
 
 def fq_to_mont(x: int) -> np.ndarray:
     """6 little-endian uint64 limbs of the Montgomery form (R = 2^384) of the Fq element ``x``."""
-    m = ((x % Q) << 384) % Q
-    return np.frombuffer(m.to_bytes(_N8Q, "little"), dtype="<u8").astype(np.uint64)
+    return np.frombuffer(fq_to_mont_int(x % Q).to_bytes(_N8Q, "little"), dtype="<u8").astype(np.uint64)
 
 
 def g1_from_mont(p):

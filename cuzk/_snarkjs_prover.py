@@ -36,6 +36,7 @@ import numpy as np
 
 from . import _snarkjs as sj
 from ._args import threads_arg
+from ._constants import FR_TWO_ADICITY as _TWO_ADICITY, SNARKJS_FR_GENERATOR, fr_root_of_unity
 from ._stages import check_randomizers, timed
 
 __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "prove_zkey",
@@ -44,7 +45,6 @@ __all__ = ["ROOT_EXPONENT", "snarkjs_root", "witness_vectors", "h_scalars", "pro
 log = logging.getLogger("cuzk.snarkjs")
 
 _R = sj.R
-_TWO_ADICITY = 32
 
 
 def _root_exponent() -> int:
@@ -68,9 +68,7 @@ ROOT_EXPONENT = _root_exponent()
 
 def snarkjs_root(log_n: int) -> int:
     """ffjavascript's primitive 2^log_n-th root of unity, 5^((r-1)/2^log_n), as an int."""
-    if not 0 <= log_n <= _TWO_ADICITY:
-        raise ValueError(f"log_n must be in 0..{_TWO_ADICITY}, got {log_n}")
-    return pow(5, (_R - 1) >> log_n, _R)
+    return fr_root_of_unity(log_n, SNARKJS_FR_GENERATOR)
 
 
 def _load(zkey, witness):

@@ -22,6 +22,8 @@ except ImportError as _e:  # a declared dependency; absent only on hand-built ho
 else:
     _ARKWORKS_ERROR = None
 
+from collections.abc import Sequence
+
 from ._assignment import R_MOD, fr_mont_to_ints
 from ._errors import FormatError
 from ._params import PROOF_BYTES, VerifyingKey, decode_proof
@@ -29,21 +31,19 @@ from ._params import PROOF_BYTES, VerifyingKey, decode_proof
 __all__ = ["verify", "verify_batch", "to_arkworks_g1", "to_arkworks_g2",
            "from_arkworks_g1", "from_arkworks_g2"]
 
-Q_MOD = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
-_QR = (1 << 384) % Q_MOD
-_QRINV = pow(1 << 384, -1, Q_MOD)
+from ._constants import FQ_MODULUS as Q_MOD, fq_from_mont_int, fq_to_mont_int  # noqa: E402
 
 
 def _fq_ints(limbs: np.ndarray) -> list:
     raw = np.ascontiguousarray(limbs, dtype="<u8").tobytes()
-    return [(int.from_bytes(raw[48 * i:48 * i + 48], "little") * _QRINV) % Q_MOD
+    return [fq_from_mont_int(int.from_bytes(raw[48 * i:48 * i + 48], "little"))
             for i in range(len(raw) // 48)]
 
 
 def _fq_mont(values) -> np.ndarray:
     out = bytearray()
     for v in values:
-        out += ((v * _QR) % Q_MOD).to_bytes(48, "little")
+        out += fq_to_mont_int(v).to_bytes(48, "little")
     return np.frombuffer(bytes(out), dtype="<u8").astype(np.uint64)
 
 
@@ -154,7 +154,8 @@ def _acc(pvk: _PreparedVk, scalars: list) -> G1Point:
     return G1Point.multiexp_unchecked(pvk.ic, [Scalar(s) for s in scalars])
 
 
-def verify(vk: VerifyingKey, proof, public_inputs) -> bool:
+def verify(vk: VerifyingKey, proof: bytes | tuple[np.ndarray, np.ndarray, np.ndarray],
+           public_inputs: Sequence[int] | np.ndarray) -> bool:
     """Check a Groth16 proof.
 
     Parameters
@@ -179,7 +180,8 @@ def verify(vk: VerifyingKey, proof, public_inputs) -> bool:
     return bool(GT.pairing_check([A, -acc, -C, -pvk.alpha], [B, pvk.gamma, pvk.delta, pvk.beta]))
 
 
-def verify_batch(vk: VerifyingKey, proofs, publics) -> bool:
+def verify_batch(vk: VerifyingKey, proofs: bytes | Sequence[bytes],
+                 publics: Sequence[Sequence[int] | np.ndarray]) -> bool:
     """Check many proofs for one vk at once (random linear combination).
 
     ``proofs`` and ``publics`` are sequences of equal length, items as in :func:`verify`.

@@ -1,8 +1,11 @@
-"""Derive the BLS12-381 constants of cuzk/_native/include/cuzk/bls12_381_constants.hpp and check them.
+"""Derive the BLS12-381 constants of cuzk/_native/include/cuzk/bls12_381_constants.hpp and of
+cuzk/_constants.py (the Python side) and check them.
 
-Run: python scripts/gen_constants.py          (checks the header, exit 1 on mismatch)
-     python scripts/gen_constants.py --print  (prints the constant block)
+Run: python scripts/gen_constants.py             (checks both, exit 1 on mismatch)
+     python scripts/gen_constants.py --print     (prints the C constant block)
+     python scripts/gen_constants.py --print-py  (prints the Python literals)
 """
+import ast
 import re
 import sys
 from pathlib import Path
@@ -13,6 +16,7 @@ X = -0xd201000000010000  # BLS parameter
 assert (X - 1) ** 2 * (X ** 4 - X ** 2 + 1) // 3 + X == P
 assert X ** 4 - X ** 2 + 1 == R
 HEADER = Path(__file__).resolve().parents[1] / "cuzk/_native/include/cuzk/bls12_381_constants.hpp"
+PY_MODULE = Path(__file__).resolve().parents[1] / "cuzk/_constants.py"
 
 
 def limbs(v, n):
@@ -68,14 +72,46 @@ def constants():
     return c
 
 
+def py_constants():
+    """The integer literals of cuzk/_constants.py, derived."""
+    s = ((R - 1) & -(R - 1)).bit_length() - 1
+    for g in (7, 5):  # quadratic non-residues: g^((r-1)/2^s) has order exactly 2^s
+        assert pow(g, (R - 1) // 2, R) == R - 1
+    return {
+        "FR_MODULUS": R,
+        "FQ_MODULUS": P,
+        "FR_BYTES": (R.bit_length() + 63) // 64 * 8,
+        "FQ_BYTES": (P.bit_length() + 7) // 8,
+        "FR_MONT_R": 2**256 % R,
+        "FR_MONT_R_INV": pow(2**256, -1, R),
+        "FQ_MONT_R": 2**384 % P,
+        "FQ_MONT_R_INV": pow(2**384, -1, P),
+        "FR_TWO_ADICITY": s,
+        "FR_GENERATOR": 7,          # bellperson / blstrs / arkworks
+        "SNARKJS_FR_GENERATOR": 5,  # ffjavascript
+    }
+
+
 def render():
     return "\n".join(f"#define CUZK_{k} {v}" for k, v in constants().items())
 
 
-def main():
-    if "--print" in sys.argv:
-        print(render())
-        return 0
+def render_py():
+    return "\n".join(f"{k} = {v:#x}" if v > 64 else f"{k} = {v}" for k, v in py_constants().items())
+
+
+def module_literals(path):
+    """NAME -> int for every top-level ``NAME = <int literal>`` of a Python module (not imported)."""
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int):
+            out[node.targets[0].id] = node.value.value
+    return out
+
+
+def check_header():
     text = HEADER.read_text()
     bad = 0
     for k, v in constants().items():
@@ -83,6 +119,28 @@ def main():
         if not m or m.group(1).strip() != v:
             print(f"mismatch: CUZK_{k}: header {m.group(1) if m else None!r}, derived {v!r}")
             bad += 1
+    return bad
+
+
+def check_py(path=PY_MODULE):
+    have = module_literals(path)
+    bad = 0
+    for k, v in py_constants().items():
+        if have.get(k) != v:
+            got = have.get(k)
+            print(f"mismatch: {path.name}: {k} = {got if got is None else hex(got)}, derived {hex(v)}")
+            bad += 1
+    return bad
+
+
+def main():
+    if "--print" in sys.argv:
+        print(render())
+        return 0
+    if "--print-py" in sys.argv:
+        print(render_py())
+        return 0
+    bad = check_header() + check_py()
     print("ok" if not bad else f"{bad} mismatches")
     return 1 if bad else 0
 

@@ -12,8 +12,7 @@ from cuzk import _kernels
 from cuzk._errors import NvrtcError
 from cuzk._native import _nvrtc
 
-_kernels.load_program_modules()
-PROGRAMS = sorted(_kernels.KERNELS)
+PROGRAMS = _kernels.programs()
 
 EM_CUDA = 190  # ELF e_machine of CUDA binaries
 
@@ -324,12 +323,47 @@ def test_relative_include_from_program_directory(cache, cu_copy, monkeypatch):
     assert _kernels.compile_program("reltest", cu_root=cu_copy)[:4] == b"\x7fELF"
 
 
-def test_missing_program_modules_are_skipped_but_broken_ones_raise(tmp_path, monkeypatch):
-    monkeypatch.setattr(_kernels, "_PROGRAM_MODULES", ["cuzk._no_such_program_module_xyz"])
-    _kernels.load_program_modules()
-    (tmp_path / "cuzk_test_broken_progmod.py").write_text("import cuzk_missing_dependency_xyz\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(_kernels, "_PROGRAM_MODULES", ["cuzk_test_broken_progmod"])
-    with pytest.raises(ModuleNotFoundError, match="cuzk_missing_dependency_xyz"):
-        _kernels.load_program_modules()
-    sys.modules.pop("cuzk_test_broken_progmod", None)
+def test_static_registry_needs_no_stage_module():
+    """The program table is static: a fresh interpreter that imports only cuzk._kernels lists
+    every program, and no CUDA front end gets imported to register itself."""
+    import subprocess
+    code = ("import sys, cuzk._kernels as k; "
+            "print(sorted(k.KERNELS)); print(sorted(k.programs())); "
+            "print(sorted(m for m in sys.modules if m in "
+            "('cuzk._cuda_ntt', 'cuzk._cuda_msm', 'cuzk._cuda_batch', 'cuzk._cuda_fixed_base')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    names = eval(out[0])
+    assert {"selftest", "ntt", "msm", "batch_add", "fixed_base"} <= set(names)
+    assert {"selftest", "ntt", "msm"} <= set(eval(out[1]))
+    assert eval(out[2]) == []
+    for name, (rel, defs) in _kernels.PROGRAMS.items():
+        assert _kernels.KERNELS[name] == rel
+        assert rel.endswith(".cu") and isinstance(defs, dict)
+
+
+def test_every_program_file_in_the_tree_is_in_the_table():
+    """A top-level kernel file (a .cu with an extern "C" __global__) that nobody listed would
+    never be compiled by ``cuzk kernels --compile``: the table must name it."""
+    root = _kernels.cu_root()
+    listed = set(_kernels.PROGRAMS[n][0] for n in _kernels.PROGRAMS)
+    unlisted = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".cu"):
+                rel = os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    if 'extern "C"' in fh.read() and rel not in listed:
+                        unlisted.append(rel)
+    assert not unlisted, unlisted
+
+
+def test_program_without_its_file_is_skipped_until_it_exists(cache, cu_copy, monkeypatch):
+    monkeypatch.setitem(_kernels.KERNELS, "later", "util/later.cu")
+    monkeypatch.setitem(_kernels._DEFINES, "later", ())
+    assert "later" not in _kernels.programs(cu_root=cu_copy)
+    with pytest.raises(FileNotFoundError, match="later.cu"):
+        _kernels.compile_program("later", cu_root=cu_copy)
+    (cu_copy / "util" / "later.cu").write_text('extern "C" __global__ void k(unsigned* d_o) { d_o[0] = 1; }\n')
+    assert "later" in _kernels.programs(cu_root=cu_copy)
+    assert _kernels.compile_program("later", cu_root=cu_copy)[:4] == b"\x7fELF"

@@ -40,8 +40,7 @@ __all__ = [
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("cuzk needs a little-endian host")
 
-FR_MODULUS = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
-FQ_MODULUS = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
+from cuzk._constants import FQ_MODULUS, FR_MODULUS  # one definition (checked by scripts/)
 
 STATUS_MESSAGES = {
     DECODE_BAD_FLAGS: "wrong flag bits for this encoding form",

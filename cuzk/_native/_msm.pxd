@@ -29,3 +29,5 @@ cdef extern from "cuzk/msm.hpp" namespace "cuzk" nogil:
                          const msm_config& cfg) except +
     void batch_add_u64(int group, uint64_t* out, const uint64_t* points, size_t n,
                        const uint64_t* bitmap, size_t threads, const msm_config& cfg) except +
+    unsigned msm_compiled_isa()
+    unsigned msm_runtime_isa()

@@ -8,6 +8,8 @@ Every function validates shapes and dtypes (ValueError), then runs without the G
 ``threads`` OS threads (0 = all cores); results do not depend on ``threads``.
 """
 import numpy as np
+
+from cuzk._args import threads_arg
 from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
@@ -17,7 +19,7 @@ from libc.stddef cimport size_t
 
 cnp.import_array()
 
-__all__ = ["msm", "msm_indexed", "batch_add"]
+__all__ = ["msm", "msm_indexed", "batch_add", "cpu_features"]
 
 _WIDTH = {"g1": 12, "g2": 24}
 
@@ -31,10 +33,7 @@ cdef int _group(str group) except -1:
 
 
 cdef size_t _threads(threads) except? 0:
-    t = int(threads)
-    if t < 0:
-        raise ValueError(f"threads must be >= 0 (0 = all cores), got {t}")
-    return <size_t>t
+    return threads_arg(threads)
 
 
 def _points(name, a, str group):
@@ -71,6 +70,32 @@ def _describe(a):
     if isinstance(a, np.ndarray):
         return f"dtype {a.dtype}, shape {a.shape}"
     return type(a).__name__
+
+
+_ISA_BITS = ("bmi2", "adx", "avx2", "avx512f", "avx512ifma")
+
+
+def cpu_features():
+    """What this build assumes of the CPU and which MSM paths the running CPU takes.
+
+    Returns
+    -------
+    dict
+        ``compiled_for``: the ISA extensions the extension was compiled to assume (from the
+        compiler's predefined macros; empty for the default portable build, which runs on any
+        x86-64 CPU; ``CUZK_NATIVE_ARCH=1`` builds list the build host's). ``adx``: the mulx/adx
+        field arithmetic is used (BMI2 + ADX detected at run time). ``ifma``: the AVX-512 IFMA
+        lanes are used (compiled in, detected at run time, and ``CUZK_CPU_IFMA`` is not "0").
+        ``ifma_compiled``: the lane code is in this build (every x86-64 build with GCC >= 8 or
+        clang).
+    """
+    cdef unsigned c = msm_compiled_isa(), r = msm_runtime_isa()
+    return {
+        "compiled_for": [n for i, n in enumerate(_ISA_BITS) if (c >> i) & 1],
+        "adx": bool(r & 1),
+        "ifma": bool(r & 2),
+        "ifma_compiled": bool(r & 4),
+    }
 
 
 cdef msm_config _config(dict tune):

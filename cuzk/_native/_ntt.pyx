@@ -10,9 +10,10 @@ natural order; ω_n = 7^((r-1)/n) and the coset shift is g = 7 (bellperson/arkwo
 * coset forward:  X[i] = Σ_j x[j]·g^j·ω^(ij)
 * coset inverse:  x[j] = g^-j·n^-1·Σ_i X[i]·ω^(-ij)
 """
-import operator
 
 import numpy as np
+
+from cuzk._args import threads_arg
 from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
@@ -56,13 +57,7 @@ cdef int _check(str name, object v, size_t threads) except -1:
 
 
 cdef size_t _threads(object threads) except? 0:
-    """None or 0: all hardware threads; else a non-negative int."""
-    if threads is None:
-        return 0
-    t = operator.index(threads)
-    if t < 0:
-        raise ValueError(f"threads must be >= 0 (0 = all cores), got {threads}")
-    return <size_t>t
+    return threads_arg(threads)
 
 
 _PATHS = {"auto": 0, "direct": 1, "fourstep": 2}
@@ -179,7 +174,7 @@ def domain_root(int lg_n):
     return out
 
 
-_R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from cuzk._constants import FR_MODULUS as _R
 
 
 def _arith_probe(x, y, w, bint portable=False):

@@ -1,6 +1,8 @@
 # cython: language_level=3
 """prep_msm on the CPU: split a partition's aux scalars into zeros, ones and a full-value tail."""
 import numpy as np
+
+from cuzk._args import threads_arg
 from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
@@ -48,7 +50,7 @@ def _fr(name, a):
     return np.ascontiguousarray(a)
 
 
-def prep_msm(inputs, aux, a_aux, b_input, b_aux, int threads=0):
+def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
     """Classify a partition's scalars for batch addition and tail MSMs.
 
     Parameters
@@ -77,7 +79,7 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, int threads=0):
     cdef uint64_t[:, ::1] v_aux = aux if n_aux else np.zeros((1, 4), np.uint64)
     cdef uint64_t[::1] w_a = a_aux, w_b = b_aux, w_bi = b_input
     cdef prep_counts_t cnt
-    cdef size_t nt = threads if threads > 0 else 0
+    cdef size_t nt = threads_arg(threads)
     with nogil:
         cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], nt)
     cdef size_t pa, pb, pbi

@@ -17,6 +17,8 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t
 from libcpp cimport bool as cbool
 
 import numpy as np
+
+from cuzk._args import threads_arg
 from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
@@ -76,12 +78,7 @@ cdef extern from "cuzk/r1cs.hpp" namespace "cuzk::r1cs" nogil:
 
 
 cdef inline size_t _threads(object threads) except? 0:
-    if threads is None:
-        return 0
-    t = int(threads)
-    if t < 0:
-        raise ValueError(f"threads must be >= 0, got {t}")
-    return <size_t>t
+    return threads_arg(threads)
 
 
 cdef object _fr_array(object a, str name, object n=None):

@@ -7,6 +7,8 @@ domain).  Fr arrays are ``uint64`` ``(n, 4)`` C-contiguous: Montgomery form unle
 says canonical.
 """
 import numpy as np
+
+from cuzk._args import threads_arg
 from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
@@ -48,11 +50,7 @@ _STATUS = {1: "matrix must be 0 (A) or 1 (B)", 2: "constraint must be < the doma
 
 
 cdef size_t _threads(object threads) except? 0:
-    if threads is None:
-        return 0
-    if threads < 0:
-        raise ValueError(f"threads must be >= 0 (0 or None = all cores), got {threads}")
-    return <size_t>threads
+    return threads_arg(threads)
 
 
 def _u32(name, a, size_t n):

@@ -20,8 +20,9 @@ from __future__ import annotations
 import secrets
 import time
 
+from .._args import threads_arg
+from .._constants import FR_MODULUS as R_MODULUS
 from .._errors import ProofVerificationError
-from .._native._field import FR_MODULUS as R_MODULUS
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
            "random_scalar", "check_randomizers", "timed"]
@@ -91,7 +92,7 @@ class StageContext:
     def __init__(self, stages, budget=None, threads=None, name="w0"):
         self.stages = stages
         self.budget = budget
-        self.threads = 0 if threads is None else int(threads)
+        self.threads = threads_arg(threads)
         self.name = name
 
     def close(self):
@@ -139,7 +140,7 @@ class Stages:
     stage_names = STAGE_NAMES
 
     def __init__(self, threads=None):
-        self.threads = 0 if threads is None else int(threads)
+        self.threads = threads_arg(threads)
 
     @property
     def device_label(self) -> str:
@@ -152,9 +153,37 @@ class Stages:
     def load_key(self, pk, budget=None, progress=None):
         raise NotImplementedError
 
-    # ---- the four calls -----------------------------------------------------------------
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True) -> Partition:
+    # ---- the calls ----------------------------------------------------------------------
+    def prepare(self, key, asg, ctx, r=None, s=None, check=True, upload=True) -> Partition:
+        """Host work before the kernel region: validate (and with ``check`` the row check),
+        prep_msm; then, unless ``upload=False``, ``upload(part)``.  On any error nothing stays
+        reserved or allocated."""
+        r, s = check_randomizers(r, s)
+        part = Partition(key, asg, ctx, r, s)
+        try:
+            part.lap("validate", self._validate, part, check)
+            part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
+            if upload:
+                self.upload(part)
+        except BaseException:
+            self.abort(part)
+            raise
+        return part
+
+    def upload(self, part) -> None:
+        """Reserve the partition's bytes from its context's budget (waiting while they do not fit)
+        and issue its uploads (CUDA: on the worker's upload stream, ordered by an event); the
+        engine's two-lock mode holds its memory lock around exactly this call.  On an error the
+        partition must be aborted (``abort``)."""
+        part.lap("upload", self._stage_in, part)
+
+    def _stage_in(self, part):
         raise NotImplementedError
+
+    def trim(self) -> None:
+        """Give memory held by idle pools back (CUDA: cuMemPoolTrimTo; call only when no kernel
+        of this device runs)."""
+        return None
 
     def run(self, part):
         raise NotImplementedError

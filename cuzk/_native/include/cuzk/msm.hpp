@@ -25,15 +25,18 @@
 // * Parallelism: tasks are (window × bucket range) pairs scheduled longest-first on `threads`
 //   workers; points are processed in blocks to bound the digit memory.
 // * Field arithmetic: 6-limb Montgomery products with mulx/adcx/adox (two carry chains) when the
-//   CPU has BMI2+ADX (checked at run time), else ff.hpp's portable operators. On targets with
-//   AVX-512 IFMA (compile time, -march=native) the hot loops run on 8 lanes of radix-2^52 limbs:
-//   the tree's three passes (8 independent prefix-product chains) and the running sums (8 bucket
-//   sub-ranges in lockstep). Every path produces the same fully reduced values.
+//   CPU has BMI2+ADX (checked at run time), else ff.hpp's portable operators. On CPUs with
+//   AVX-512 IFMA (checked at run time; the lane code is compiled into every x86-64 build with
+//   function-level target attributes, so a portable build still uses it) the hot loops run on 8
+//   lanes of radix-2^52 limbs: the tree's three passes (8 independent prefix-product chains) and
+//   the running sums (8 bucket sub-ranges in lockstep). Every path produces the same fully
+//   reduced values. CUZK_CPU_IFMA=0 in the environment turns the lanes off (read once).
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -191,16 +194,41 @@ typedef ops_ref ops_adx;
 inline bool cpu_has_adx() { return false; }
 #endif
 
+// AVX-512 IFMA lanes: compiled on x86-64 with GCC >= 8 or clang whatever the -march (target
+// attributes below), used when the running CPU (and OS: libgcc checks the ZMM state in XCR0)
+// has AVX512F + AVX512IFMA and CUZK_CPU_IFMA is not "0".
+#if CUZK_MSM_X86 && (defined(__clang__) || __GNUC__ >= 8) && !defined(CUZK_MSM_NO_IFMA)
+#define CUZK_MSM_IFMA 1
+#define CUZK_IFMA_TARGET "avx512f,avx512ifma"
+#define CUZK_IFMA_FN __attribute__((target(CUZK_IFMA_TARGET)))
+inline bool cpu_has_ifma() {
+    static const bool ok = [] {
+        const char* e = std::getenv("CUZK_CPU_IFMA");
+        if (e && e[0] == '0' && e[1] == 0) return false;
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma");
+    }();
+    return ok;
+}
+#else
+#define CUZK_MSM_IFMA 0
+inline bool cpu_has_ifma() { return false; }
+#endif
+
 
 // ============================================================================
-// Eight Fq elements at once with AVX-512 IFMA (compiled when the target has it, e.g. -march=native
-// on Zen 4 or Sapphire Rapids). Lanes hold radix-2^52 limbs (8 × 52 = 416 bits); the Montgomery
+// Eight Fq elements at once with AVX-512 IFMA (Zen 4, Sapphire Rapids, Ice Lake and later; every
+// function of this namespace is compiled for CUZK_IFMA_TARGET, callers check cpu_has_ifma()). Lanes hold radix-2^52 limbs (8 × 52 = 416 bits); the Montgomery
 // product divides by 2^384 exactly like the scalar code (7 reduction steps of 52 bits, one of 20),
 // so values move between the two forms by re-slicing bits, with no domain change. 8-lane products
 // cost ~5.5 ns per element here against ~33 ns for the scalar mulx product.
 // ============================================================================
-#if CUZK_MSM_X86 && defined(__AVX512F__) && defined(__AVX512IFMA__)
-#define CUZK_MSM_IFMA 1
+#if CUZK_MSM_IFMA
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512ifma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512ifma")  /* = CUZK_IFMA_TARGET (pragmas do not expand macros) */
+#endif
 namespace ifma {
 typedef __m512i V;
 struct alignas(64) fq8_t { V l[8]; };
@@ -212,6 +240,7 @@ static CUZK_INLINE V sar(V a, unsigned n) { return _mm512_maskz_srai_epi64((__mm
 
 struct consts_t {
     uint64_t p52[8];
+    uint64_t two_p52[8];  // 2p in normalized 52-bit limbs
     uint64_t m0;  // -p^-1 mod 2^52
     consts_t() {
         const uint64_t* P = fq_params::MOD;
@@ -220,6 +249,12 @@ struct consts_t {
             uint64_t v = P[li] >> sh;
             if (sh + 52 > 64 && li + 1 < 6) v |= P[li + 1] << (64 - sh);
             p52[k] = v & ((uint64_t(1) << 52) - 1);
+        }
+        uint64_t c = 0;
+        for (int j = 0; j < 8; j++) {
+            uint64_t x = 2 * p52[j] + c;
+            c = x >> 52;
+            two_p52[j] = x & ((uint64_t(1) << 52) - 1);
         }
         m0 = fq_params::M0 & ((uint64_t(1) << 52) - 1);
     }
@@ -343,20 +378,11 @@ inline void carry(V* t) {
 }
 // t in [0, 4p), normalized -> t mod 2p
 inline void sub_2p_if(fq8_t& r, V* t) {
-    static const fq8_t two_p = [] {
-        fq8_t v;
-        uint64_t c = 0;
-        for (int j = 0; j < 8; j++) {
-            uint64_t x = 2 * K().p52[j] + c;
-            c = x >> 52;
-            v.l[j] = _mm512_set1_epi64((long long)(x & ((uint64_t(1) << 52) - 1)));
-        }
-        return v;
-    }();
+    const consts_t& k = K();
     const V M = _mm512_set1_epi64((1ll << 52) - 1), z = _mm512_setzero_si512();
     V s[8], c = z;
     for (int j = 0; j < 8; j++) {
-        V v = _mm512_add_epi64(_mm512_sub_epi64(t[j], two_p.l[j]), c);
+        V v = _mm512_add_epi64(_mm512_sub_epi64(t[j], _mm512_set1_epi64((long long)k.two_p52[j])), c);
         c = sar(v, 52);
         s[j] = _mm512_and_si512(v, M);
     }
@@ -436,8 +462,11 @@ template <class F> struct lanes_of;
 template <> struct lanes_of<fq_t> { typedef fq8_t type; };
 template <> struct lanes_of<fq2_t> { typedef fq28_t type; };
 }  // namespace ifma
+#if defined(__clang__)
+#pragma clang attribute pop
 #else
-#define CUZK_MSM_IFMA 0
+#pragma GCC pop_options
+#endif
 #endif
 
 // ============================================================================
@@ -557,7 +586,7 @@ struct tree_t {
         pin.resize(batch);
         pout.resize(batch);
         kind.resize(batch);
-        lanes = simd && simd_capable();
+        lanes = simd && simd_capable() && cpu_has_ifma();
     }
 
     static constexpr bool simd_capable() {
@@ -647,7 +676,7 @@ struct tree_t {
     typedef typename ifma::lanes_of<F>::type L;
     std::vector<L> pre8, d8;
 
-    void flush_lanes(A* buf, size_t k) {
+    CUZK_IFMA_FN void flush_lanes(A* buf, size_t k) {
         using namespace ifma;
         nrm.clear();
         spc.clear();
@@ -822,6 +851,12 @@ struct tree_t {
 };
 
 #if CUZK_MSM_IFMA
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512ifma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512ifma")  /* = CUZK_IFMA_TARGET (pragmas do not expand macros) */
+#endif
 // ============================================================================
 // Running-sum reduction on 8 IFMA lanes: a bucket range is cut into 8 consecutive sub-ranges
 // that run their sums in lockstep, in XYZZ (madd-2008-s, add-2008-s as above). Infinity is
@@ -969,6 +1004,11 @@ struct lane_sums {
         T = P::add(T, P::mul_small(lsum, m));
     }
 };
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
 #endif
 
 // ============================================================================
@@ -1235,7 +1275,7 @@ affine_t<C> msm_engine(Get get, const uint64_t* scalars, size_t n, size_t thread
         X run = P::inf(), tot = P::inf();
 #if CUZK_MSM_IFMA
         if constexpr (tree_t<C, O>::simd_capable()) {
-            if (!cfg.no_simd && nb >= 64) {
+            if (!cfg.no_simd && nb >= 64 && cpu_has_ifma()) {
                 lane_sums<C>::run(ac, nb, tot, run);
                 part[ti] = P::add(tot, P::mul_small(run, T.b0));
                 return;
@@ -1411,6 +1451,41 @@ inline void batch_add_u64(int group, uint64_t* out, const uint64_t* points, size
         g2_affine_t r = batch_add<g2_curve>(reinterpret_cast<const g2_affine_t*>(points), n, bitmap, threads, cfg);
         std::memcpy(out, &r, sizeof(r));
     }
+}
+
+}  // namespace cuzk
+
+// ============================================================================
+// CPU features. msm_compiled_isa: the ISA extensions this translation unit was compiled to
+// assume everywhere (bit 0 BMI2, 1 ADX, 2 AVX2, 3 AVX512F, 4 AVX512IFMA; 0 for a portable build,
+// which runs on any x86-64). msm_runtime_isa: the MSM paths the running CPU takes (bit 0 mulx/adx,
+// bit 1 AVX-512 IFMA lanes, bit 2 the lane code is compiled in).
+// ============================================================================
+namespace cuzk {
+
+inline unsigned msm_compiled_isa() {
+    unsigned m = 0;
+#if defined(__BMI2__)
+    m |= 1u;
+#endif
+#if defined(__ADX__)
+    m |= 2u;
+#endif
+#if defined(__AVX2__)
+    m |= 4u;
+#endif
+#if defined(__AVX512F__)
+    m |= 8u;
+#endif
+#if defined(__AVX512IFMA__)
+    m |= 16u;
+#endif
+    return m;
+}
+
+inline unsigned msm_runtime_isa() {
+    return (msm_detail::cpu_has_adx() ? 1u : 0u) | (msm_detail::cpu_has_ifma() ? 2u : 0u) |
+           (CUZK_MSM_IFMA ? 4u : 0u);
 }
 
 }  // namespace cuzk
