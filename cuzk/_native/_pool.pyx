@@ -98,8 +98,8 @@ def set_thread_budget(k):
 
     Raises
     ------
-    ValueError
-        k is negative or not an integer.
+    ValueError, TypeError
+        k is negative, or not an integer (the rule of ``cuzk._args.threads_arg``).
     """
     cdef size_t old = local_api().set_budget(<size_t>threads_arg(k))
     return old or None

@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -164,6 +165,7 @@ class thread_pool_t {
             std::lock_guard<std::mutex> g(mu_);
             j.queued = true;
             q_.push_back(&j);
+            queued_.fetch_add(1, std::memory_order_relaxed);
         }
         posted_.fetch_add(1, std::memory_order_relaxed);
         if (helpers >= started_) cv_.notify_all();
@@ -174,6 +176,7 @@ class thread_pool_t {
         std::unique_lock<std::mutex> lk(mu_);
         if (j.queued) {
             q_.erase(std::find(q_.begin(), q_.end(), &j));
+            queued_.fetch_sub(1, std::memory_order_relaxed);
             j.queued = false;
         }
         j.idle.wait(lk, [&] { return j.active == 0; });
@@ -189,12 +192,23 @@ class thread_pool_t {
         pthread_setname_np(pthread_self(), "cuzk-pool");
         std::unique_lock<std::mutex> lk(mu_);
         for (;;) {
-            cv_.wait(lk, [&] { return !q_.empty(); });
+            if (q_.empty()) {
+                // Poll (yielding) for a short while before sleeping: the passes of one call (NTT
+                // stages, MSM phases) come back to back, and a sleeping helper wakes late.
+                lk.unlock();
+                const auto t0 = std::chrono::steady_clock::now();
+                while (queued_.load(std::memory_order_relaxed) == 0 &&
+                       std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(kSpinUs))
+                    std::this_thread::yield();
+                lk.lock();
+                cv_.wait(lk, [&] { return !q_.empty(); });
+            }
             job_t* j = q_.front();
             const size_t worker = ++j->joined;
             j->active++;
             if (j->joined == j->want) {  // full: later helpers go to the next job
                 q_.pop_front();
+                queued_.fetch_sub(1, std::memory_order_relaxed);
                 j->queued = false;
             }
             lk.unlock();
@@ -208,8 +222,10 @@ class thread_pool_t {
         }
     }
 
+    static constexpr long kSpinUs = 100;
     const size_t size_;
     size_t started_ = 0;
+    std::atomic<size_t> queued_{0};  // q_.size(), for the polling helpers
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<job_t*> q_;
