@@ -90,7 +90,7 @@ class Wrapped:
         pred = self.fail.get(where)
         return pred is not None and pred(asg)
 
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True):
+    def prepare(self, key, asg, ctx, r=None, s=None, check=True, upload=True):
         if self.gate is not None:
             ev = self.gate(asg)
             if ev is not None:
@@ -98,11 +98,27 @@ class Wrapped:
                 assert ev.wait(60), "gate never opened"
         if self._hit("prepare-before", asg):
             raise Injected("prepare-before")
-        part = self.inner.prepare(key, asg, ctx, r, s, check)
+        part = self.inner.prepare(key, asg, ctx, r, s, check, upload=False)
         if self._hit("prepare-after", asg):
             self.inner.abort(part)        # prepare cleans up after itself (stage contract)
             raise Injected("prepare-after")
+        if upload:
+            try:
+                self.upload(part)
+            except BaseException:
+                self.inner.abort(part)
+                raise
         return part
+
+    def trim(self):
+        self.inner.trim()
+
+    def upload(self, part):
+        if self._hit("upload-before", part.asg):
+            raise Injected("upload-before")
+        self.inner.upload(part)
+        if self._hit("upload-after", part.asg):
+            raise Injected("upload-after")
 
     def run(self, part):
         if self.on_run is not None:
@@ -133,7 +149,7 @@ class FakeStages:
 
     name = "cpu"
     device_label = "fake"
-    stage_names = ("prepare", "run", "finish")
+    stage_names = ("prepare", "upload", "run", "finish")
 
     def __init__(self, nbytes=100, on_prepare=None, on_run=None):
         self.nbytes, self.on_prepare, self.on_run = nbytes, on_prepare, on_run
@@ -146,16 +162,24 @@ class FakeStages:
     def load_key(self, pk, budget=None, progress=None):
         return HostKey(pk, budget.reserve(10, "fake key") if budget is not None else None)
 
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True):
+    def prepare(self, key, asg, ctx, r=None, s=None, check=True, upload=True):
         r, s = check_randomizers(r, s)
         part = Partition(key, asg, ctx, r, s)
-        if ctx.budget is not None:
-            part.reservations.append(ctx.budget.reserve(self.nbytes, f"{ctx.name}: fake"))
         if self.on_prepare is not None:
             self.on_prepare(part)
         with self.lock:
             self.live.add(id(part))
+        if upload:
+            self.upload(part)
         return part
+
+    def trim(self):
+        pass
+
+    def upload(self, part):
+        ctx = part.ctx
+        if ctx.budget is not None:
+            part.reservations.append(ctx.budget.reserve(self.nbytes, f"{ctx.name}: fake"))
 
     def run(self, part):
         if self.on_run is not None:

@@ -84,7 +84,8 @@ def test_many_jobs(mode, workers, devices):
     assert st["completed"] == m["partitions"]
 
 
-BOUNDARIES = ["prepare-before", "prepare-after", "run-before", "run-after", "sync",
+BOUNDARIES = ["prepare-before", "prepare-after", "upload-before", "upload-after", "run-before",
+              "run-after", "sync",
               "finish-before", "finish-after"]
 
 

@@ -75,13 +75,15 @@ def test_engine_records(run_timeline):
     assert len(parts) == 8 and all(r.args["status"] == "ok" for r in parts)
     for p in parts:                 # every stage of a partition lies inside its record
         st = [r for r in tl.records("stage") if (r.job, r.partition) == (p.job, p.partition)]
-        assert [r.name for r in st] == ["prepare", "run", "sync", "finish"]
+        assert [r.name for r in st] == ["prepare", "upload", "run", "sync", "finish"]
         assert all(p.t0 <= r.t0 <= r.t1 <= p.t1 for r in st)
-        assert "reserved_bytes" in st[0].args and "prep_msm" in st[0].args["timings"]
+        assert "prep_msm" in st[0].args["timings"] and "reserved_bytes" in st[1].args
         holds = {r.name: r for r in tl.records("hold") if (r.job, r.partition) ==
                  (p.job, p.partition)}
-        assert holds["memory"].t0 <= st[0].t0 and st[0].t1 <= holds["memory"].t1
-        assert holds["compute"].t0 <= st[1].t0 and st[2].t1 <= holds["compute"].t1
+        # two-lock: prepare outside every lock, upload under memory, run + sync under compute
+        assert st[0].t1 <= holds["memory"].t0
+        assert holds["memory"].t0 <= st[1].t0 and st[1].t1 <= holds["memory"].t1
+        assert holds["compute"].t0 <= st[2].t0 and st[3].t1 <= holds["compute"].t1
     # per device, compute holds never overlap (the interlock worked)
     for d in (0, 1):
         hs = sorted((r.t0, r.t1) for r in tl.records("hold") if r.device == d

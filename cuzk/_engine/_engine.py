@@ -647,8 +647,11 @@ class Engine:
                     t_stage = tl.now()
                     with _nvtx.nvtx_range(name):
                         if name == "prepare":
-                            part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s)
+                            part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s,
+                                              upload=False)
                             part.index = task.index
+                        elif name == "upload":
+                            st.upload(part)
                         elif name == "run":
                             done = st.run(part)
                         elif name == "sync":
@@ -779,6 +782,10 @@ class Engine:
                     ctx.close()
                 except Exception:
                     log.exception("engine: closing a worker context failed")
+            try:
+                dev.stages.trim()           # idle now: give the pool's memory back to the device
+            except Exception:
+                log.exception("engine: trimming device %d's pool failed", dev.index)
         self._closed = True
 
     def __enter__(self):

@@ -5,17 +5,20 @@ worker performs for one partition.  The engine's workers execute the plan step b
 deadlock model (``_model.py``) explores every interleaving of the same plans, so the protocol
 is written down once, here.
 
-Stages (the stage interface of ``cuzk._stages``): ``prepare`` (host work, budget reservation,
-upload issue), ``run`` (the kernel region is enqueued), ``sync`` (wait for its last event),
-``finish`` (host epilogue, verification, release of the reservation).
+Stages (the stage interface of ``cuzk._stages``): ``prepare`` (host work: validation, the
+a∘b = c check, prep_msm), ``upload`` (budget reservation, allocation, upload issue), ``run``
+(the kernel region is enqueued), ``sync`` (wait for its last event), ``finish`` (host epilogue,
+verification, release of the reservation).
 
-* ``coarse``: one ``device`` lock around prepare + run + sync + finish.
-* ``narrow``: prepare outside; the ``compute`` lock around run + sync; finish outside.
-* ``two-lock``: the ``memory`` lock around prepare (reservation, allocation, upload issue),
-  the ``compute`` lock around run + sync; order memory -> compute, never nested the other way.
+* ``coarse``: one ``device`` lock around prepare + upload + run + sync + finish.
+* ``narrow``: prepare and upload outside; the ``compute`` lock around run + sync; finish outside.
+* ``two-lock``: prepare outside; the ``memory`` lock around upload (reservation, allocation,
+  upload issue: pre-staging the next partition while another computes), the ``compute`` lock
+  around run + sync; order memory -> compute, never nested the other way.
 
 Invariant the model checks: a worker that waits for the budget (inside ``prepare``) holds no
-lock that a reservation holder needs before it can release (``finish`` runs outside every lock
+lock that a reservation holder needs before it can release (the budget wait is in ``upload``;
+``finish`` runs outside every lock
 in narrow and two-lock; in coarse the lock holder is the only partition holding a reservation).
 
 Locks hand themselves to the waiter with the best ``(priority rank, arrival)``: a ``critical``
@@ -33,14 +36,14 @@ __all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "STAGES", "PLANS", "LOCK
 LOCK_MODES = ("coarse", "narrow", "two-lock")
 ACQUIRE, RELEASE, STAGE = "acquire", "release", "stage"
 #: Stage calls of one partition, in order (``sync`` is ``run(...).synchronize()``).
-STAGES = ("prepare", "run", "sync", "finish")
+STAGES = ("prepare", "upload", "run", "sync", "finish")
 
 PLANS = {
-    "coarse": ((ACQUIRE, "device"), (STAGE, "prepare"), (STAGE, "run"), (STAGE, "sync"),
-               (STAGE, "finish"), (RELEASE, "device")),
-    "narrow": ((STAGE, "prepare"), (ACQUIRE, "compute"), (STAGE, "run"), (STAGE, "sync"),
-               (RELEASE, "compute"), (STAGE, "finish")),
-    "two-lock": ((ACQUIRE, "memory"), (STAGE, "prepare"), (RELEASE, "memory"),
+    "coarse": ((ACQUIRE, "device"), (STAGE, "prepare"), (STAGE, "upload"), (STAGE, "run"),
+               (STAGE, "sync"), (STAGE, "finish"), (RELEASE, "device")),
+    "narrow": ((STAGE, "prepare"), (STAGE, "upload"), (ACQUIRE, "compute"), (STAGE, "run"),
+               (STAGE, "sync"), (RELEASE, "compute"), (STAGE, "finish")),
+    "two-lock": ((STAGE, "prepare"), (ACQUIRE, "memory"), (STAGE, "upload"), (RELEASE, "memory"),
                  (ACQUIRE, "compute"), (STAGE, "run"), (STAGE, "sync"), (RELEASE, "compute"),
                  (STAGE, "finish")),
 }

@@ -4,7 +4,8 @@ Each worker runs ``rounds`` partitions, each one the step sequence of a plan
 (``_interlock.PLANS``, the very tuples the engine executes).  Step semantics:
 
 * ``("acquire", L)``: enabled when no other worker holds ``L``; ``("release", L)``: always.
-* ``("stage", "prepare")``: reserves ``units`` of the budget; enabled only when they fit (the
+* ``("stage", "upload")`` (or ``"prepare"`` in hand-written protocols that reserve there):
+  reserves ``units`` of the budget; enabled only when they fit (the
   real ``Budget.reserve(block=True)`` waits); a reservation larger than the whole budget fails
   at once (the abort path).  ``("stage", "finish")`` frees the partition's units.
   ``("reserve", k)`` / ``("free",)`` express other protocols (for the negative tests).
@@ -35,12 +36,18 @@ class ModelResult:
         return self.deadlock is None and self.leak is None
 
 
-def _effects(step, units):
+def _reserving_stage(plan):
+    """The stage that reserves a partition's budget: ``upload`` where the plan has one (the
+    engine's plans), else ``prepare`` (hand-written protocols of the tests)."""
+    return "upload" if ("stage", "upload") in plan else "prepare"
+
+
+def _effects(step, units, reserve_at="upload"):
     """(reserve units, frees?, can fail?) of one step."""
     kind = step[0]
     if kind == "stage":
         name = step[1]
-        if name == "prepare":
+        if name == reserve_at:
             return units, False, True
         if name == "finish":
             return 0, True, True
@@ -75,6 +82,7 @@ def explore(plans, budget, units=1, rounds=2, key_units=0, failures=False, max_s
     ModelResult
     """
     plans = [tuple(p) for p in plans]
+    reserve_at = [_reserving_stage(p) for p in plans]
     nw = len(plans)
     total = float("inf") if budget is None else int(budget)
     # worker state: (round, pc, reserved units, held locks as a sorted tuple)
@@ -107,7 +115,7 @@ def explore(plans, budget, units=1, rounds=2, key_units=0, failures=False, max_s
             if nxt_pc == len(plan):
                 nxt_pc, nxt_rnd = 0, rnd + 1
             kind = step[0]
-            want, frees, can_fail = _effects(step, units)
+            want, frees, can_fail = _effects(step, units, reserve_at[i])
             new = None
             if kind == "acquire":
                 if owner(state, step[1]) is None:

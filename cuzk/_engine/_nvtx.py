@@ -20,7 +20,7 @@ except ImportError:                      # the GPU host lacks it: ranges are off
     _nvtx = None
 
 #: Colours (ARGB names nvtx accepts) per stage / lock.
-COLOURS = {"prepare": "blue", "run": "red", "sync": "orange", "finish": "green",
+COLOURS = {"prepare": "blue", "upload": "purple", "run": "red", "sync": "orange", "finish": "green",
            "compute": "purple", "memory": "brown", "device": "grey"}
 
 

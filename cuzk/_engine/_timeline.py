@@ -248,7 +248,7 @@ class Timeline:
         recs = [r for r in self.records() if r.kind in ("stage", "hold", "wait")]
         rows = sorted({(r.device, r.worker) for r in recs})
         ypos = {k: i for i, k in enumerate(rows)}
-        colours = {"prepare": "#4e79a7", "run": "#e15759", "sync": "#f28e2b",
+        colours = {"prepare": "#4e79a7", "upload": "#b07aa1", "run": "#e15759", "sync": "#f28e2b",
                    "finish": "#59a14f"}
         shade = {"device": "#bab0ac", "compute": "#ff9da7", "memory": "#9c755f"}
         fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(1, len(rows))), dpi=100)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._cuda_pending import ReadyPoint
-from ._base import Completed, HostKey, Partition, Stages, check_randomizers
+from ._base import Completed, HostKey, Stages
 
 __all__ = ["CpuStages", "pow2_at_least", "padded", "host_partition_bytes"]
 
@@ -106,19 +106,12 @@ class CpuStages(Stages):
         return self.query(pk.b_g2, prep, "b", "g2", threads)
 
     # ---- the four calls -----------------------------------------------------------------
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True) -> Partition:
-        r, s = check_randomizers(r, s)
-        part = Partition(key, asg, ctx, r, s)
-        try:
-            part.lap("validate", self._validate, part, check)
-            if ctx.budget is not None:
-                part.reservations.append(
-                    ctx.budget.reserve(host_partition_bytes(asg), f"{ctx.name}: partition buffers"))
-            part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-        except BaseException:
-            part.release()
-            raise
-        return part
+    def _stage_in(self, part):
+        """The CPU's ``upload``: reserve the partition's host buffers from the context's budget."""
+        ctx = part.ctx
+        if ctx.budget is not None:
+            part.reservations.append(ctx.budget.reserve(host_partition_bytes(part.asg),
+                                                        f"{ctx.name}: partition buffers"))
 
     def run(self, part):
         pk, asg, t, prep = part.key.pk, part.asg, part.ctx.threads, part.prep

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._cuda_pending import XYZZ_WORDS, ReadyPoint
 from .._errors import BudgetError
-from ._base import Partition, StageContext, check_randomizers
+from ._base import StageContext
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES"]
@@ -408,23 +408,14 @@ class CudaStages(CpuStages):
         return out
 
     # ---- the four calls -----------------------------------------------------------------
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True) -> Partition:
-        r, s = check_randomizers(r, s)
-        part = Partition(key, asg, ctx, r, s)
-        part.dev = {}
-        try:
-            part.lap("validate", self._validate, part, check)
-            part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-            part.lap("upload", self._stage_in, part)
-        except BaseException:
-            self.abort(part)
-            raise
-        return part
+    def trim(self):
+        self.pool.trim(0)
 
     def _stage_in(self, part):
         """Reserve the partition's device bytes, fill the pinned staging, enqueue the uploads."""
         d = _driver()
         key, prep, ctx, asg = part.key, part.prep, part.ctx, part.asg
+        part.dev = {}
         n = pow2_at_least(asg.a.shape[0])
         part.n = n
         plans = part.plans = self._plans(key, prep, n)
