@@ -70,14 +70,13 @@ def _fixed_base_pass(group, scalars_mont, backend, threads):
     from ._native import _r1cs as nat
     if backend == "cuda":
         from . import _cuda_fixed_base
-        from ._native import _field
-        can = _field.from_mont(scalars_mont, "fr", threads=threads)
-        return _cuda_fixed_base.fixed_base_mul(_field.generator(group), can, group)
+        return _cuda_fixed_base.fixed_base_mul(None, scalars_mont, group, montgomery=True)
     return nat.fixed_base_mul(group, scalars_mont, threads=threads)
 
 
-def keygen(r1cs, tau: int, alpha: int, beta: int, gamma: int, delta: int,
-           threads=None, progress=None, backend: str = "cpu") -> ProvingKey:
+def keygen(r1cs: R1CS, tau: int, alpha: int, beta: int, gamma: int, delta: int,
+           threads: int | None = None, progress: Progress | None = None,
+           backend: str = "cpu") -> ProvingKey:
     """Groth16 proving key for ``r1cs`` (a :class:`cuzk._circuit.R1CS` that includes
     bellperson's input rows) from toxic waste given as Python ints in [1, r).
 
