@@ -36,7 +36,8 @@
 //
 // Pool size: CPUs in the process's affinity mask (sched_getaffinity) at first use, or
 // $CUZK_POOL_THREADS when set (a positive integer; tests use it); size − 1 helper threads, the
-// caller being the other one.  The pool is never destroyed (helpers are detached and end with
+// caller being the other one.  An idle helper polls for 100 us (yielding the CPU) before it
+// sleeps on a condition variable.  The pool is never destroyed (helpers are detached and end with
 // the process); a forked child starts a fresh one on first use.
 #pragma once
 #include <pthread.h>
