@@ -105,7 +105,7 @@ def _keygen_into(out, log_n, seed, threads, quiet, progress):
 
     r1cs, inputs, aux = step("circuit", porep_like, log_n, seed)
     with Progress(f"keygen 2^{log_n}", KEYGEN_STEPS, enabled=progress) as bar:
-        pk = step("keygen", keygen_random, r1cs, seed, threads, bar)
+        pk = step("keygen", keygen_random, r1cs, seed, threads, bar, backend="auto")
     asg = step("assignment", r1cs.assignment, inputs, aux)
 
     def write():                            # each writer is atomic (temp file + rename)
