@@ -84,7 +84,8 @@ def cpu_features():
         ``compiled_for``: the ISA extensions the extension was compiled to assume (from the
         compiler's predefined macros; empty for the default portable build, which runs on any
         x86-64 CPU; ``CUZK_NATIVE_ARCH=1`` builds list the build host's). ``adx``: the mulx/adx
-        field arithmetic is used (BMI2 + ADX detected at run time). ``ifma``: the AVX-512 IFMA
+        field arithmetic is used (BMI2 + ADX detected at run time: the MSM, the NTT and the Fq
+        product of every native module). ``ifma``: the AVX-512 IFMA
         lanes are used (compiled in, detected at run time, and ``CUZK_CPU_IFMA`` is not "0").
         ``ifma_compiled``: the lane code is in this build (every x86-64 build with GCC >= 8 or
         clang).

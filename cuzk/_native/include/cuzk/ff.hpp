@@ -71,7 +71,7 @@ struct fq_params {
 "mulxq 32(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
 "mulxq 40(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t5 "]\n\t" "adcxq %[hi], %[" #t6 "]\n\t"  \
 "adoxq %%rax, %[" #t6 "]\n\t"
-// Callers must know the CPU has BMI2 and ADX (compile-time flags, or a run-time check as msm.hpp does).
+// Callers must know the CPU has BMI2 and ADX (compile-time flags, or cpu_has_bmi2_adx() below).
 template <class P>
 inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
     uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi;
@@ -108,6 +108,13 @@ inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
 }
 #undef CUZK_FF_MULROW
 #undef CUZK_FF_REDROW
+
+// Whether the running CPU has BMI2 + ADX (probed once per extension). Inline asm needs no
+// compile flags, so portable builds call mont_mul6_mulx after this check.
+inline bool cpu_has_bmi2_adx() {
+    static const bool ok = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
+    return ok;
+}
 #endif
 
 template <class P>
@@ -215,8 +222,13 @@ struct mont_t {
     // out-of-line function: inlining it into every curve formula multiplies code size and
     // compile time for a few percent of speed.
     static __attribute__((noinline)) void mul_outline(mont_t& r, const mont_t& a, const mont_t& b) {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__BMI2__) && defined(__ADX__)
-        if constexpr (N == 6) { mont_mul6_mulx<P>(r.l, a.l, b.l); return; }
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (N == 6) {
+#if !(defined(__BMI2__) && defined(__ADX__))
+            if (cpu_has_bmi2_adx())  // portable build: run-time dispatch
+#endif
+            { mont_mul6_mulx<P>(r.l, a.l, b.l); return; }
+        }
 #endif
         r = mul_inline(a, b);
     }

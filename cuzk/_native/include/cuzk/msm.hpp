@@ -185,10 +185,7 @@ struct ops_adx : ops_base<ops_adx> {
     static CUZK_INLINE fq_t neg(const fq_t& a) { return sub(fq_t::zero(), a); }
 };
 
-inline bool cpu_has_adx() {
-    static const bool ok = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
-    return ok;
-}
+inline bool cpu_has_adx() { return cpu_has_bmi2_adx(); }  // ff.hpp
 #else
 typedef ops_ref ops_adx;
 inline bool cpu_has_adx() { return false; }

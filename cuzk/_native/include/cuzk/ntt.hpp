@@ -27,7 +27,7 @@
 // length n1 (gathered C columns at a time into a per-worker buffer), the twiddle ω_n^(j2·k1) on
 // the way back, then n1 contiguous row DFTs of length n2.  With both sub-transforms in DIF
 // order the result lands in full bit-reversed order, so the same bit-reversal pass finishes it.
-// Arithmetic: x86-64 with BMI2 and ADX (the -march=native build on any recent x86) runs inline
+// Arithmetic: x86-64 CPUs with BMI2 and ADX (checked at run time; any recent x86) run inline
 // asm (mulx with two carry chains, adcx/adox; branch-free add/sub with cmov); elsewhere, or with
 // CUZK_NTT_PORTABLE defined, portable unsigned __int128 code.  Both give the same bytes.
 // Multiplications: (n/2)·lg − (n − 1) butterflies need one (the first butterfly of every block
@@ -64,7 +64,10 @@
 #include "ff.hpp"
 #include "parallel.hpp"
 
-#if defined(__x86_64__) && defined(__BMI2__) && defined(__ADX__) && !defined(CUZK_NTT_PORTABLE)
+// The asm is compiled into every x86-64 GCC/clang build (inline asm needs no -m flags) and used
+// when the running CPU has BMI2 + ADX (fast_ok(): compile-time true under -march flags that
+// imply them, else ff.hpp's run-time probe).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(CUZK_NTT_PORTABLE)
 #define CUZK_NTT_X86_ASM 1
 #endif
 
@@ -382,8 +385,14 @@ struct arith_x86 {
 #undef CUZK_NTT_MULROW
 #undef CUZK_NTT_REDROW
 typedef arith_x86 arith_fast;
+#if defined(__BMI2__) && defined(__ADX__)
+inline bool fast_ok() { return true; }
+#else
+inline bool fast_ok() { return cpu_has_bmi2_adx(); }
+#endif
 #else
 typedef arith_generic arith_fast;
+inline bool fast_ok() { return true; }
 #endif
 
 // fully reduced product of a, b < r (the lazy product is < 2r)
@@ -834,7 +843,7 @@ inline void ntt_inplace(uint64_t* data, int lg, bool inverse, bool coset, size_t
     if (lg < 0 || lg > kMaxLg) throw std::invalid_argument("ntt: lg out of range");
     fr_t* x = reinterpret_cast<fr_t*>(data);
     const int path = (test_flags >> 1) & 3;
-    if (test_flags & 1)
+    if ((test_flags & 1) || !detail::fast_ok())
         detail::transform<detail::arith_generic>(&x, 1, lg, inverse, coset, threads, path);
     else
         detail::transform<detail::arith_fast>(&x, 1, lg, inverse, coset, threads, path);
@@ -851,7 +860,7 @@ inline void h_stage_inplace(uint64_t* a, uint64_t* b, uint64_t* c, int lg, size_
     fr_t* pc = reinterpret_cast<fr_t*>(c);
     const int path = (test_flags >> 1) & 3;
     const bool seven = (test_flags & 8) != 0;
-    if (test_flags & 1)
+    if ((test_flags & 1) || !detail::fast_ok())
         (seven ? detail::h_stage_seven<detail::arith_generic>
                : detail::h_stage<detail::arith_generic>)(pa, pb, pc, lg, threads, path);
     else
@@ -864,7 +873,7 @@ inline void h_stage_inplace(uint64_t* a, uint64_t* b, uint64_t* c, int lg, size_
 inline void arith_probe(const uint64_t* x, const uint64_t* y, const uint64_t* w, uint64_t* out,
                         bool generic) {
     fr_t X = fr_t::from_limbs(x), Y = fr_t::from_limbs(y), W = fr_t::from_limbs(w), r[3];
-    if (generic) {
+    if (generic || !detail::fast_ok()) {
         r[0] = detail::arith_generic::add(X, Y);
         r[1] = detail::arith_generic::sub(X, Y);
         r[2] = detail::arith_generic::mul(W, X);
