@@ -22,13 +22,12 @@ import threading
 
 import numpy as np
 
-from . import _kernels
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["BatchPlan", "batch_add_plan", "enqueue_batch_add", "batch_add", "check_bitmap"]
 
-_kernels.register("batch_add", "msm/batch_add.cu")
+# program "batch_add": cuzk._kernels.PROGRAMS (the static table)
 
 # Threads per block (a power of two: the block tree) and blocks per SM.  G1: 256 threads x 192-byte
 # XYZZ = 48 KiB of shared memory, G2: 128 x 384 bytes = 48 KiB (no opt-in needed).

@@ -12,13 +12,12 @@ import threading
 
 import numpy as np
 
-from . import _kernels
 from ._cuda_pending import AFFINE_WORDS
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["fixed_base_mul", "window_bits", "table_scalars"]
 
-_kernels.register("fixed_base", "ec/fixed_base.cu")
+# program "fixed_base": cuzk._kernels.PROGRAMS (the static table)
 
 _FIELD_WORDS = {"g1": 6, "g2": 12}
 _THREADS = 128

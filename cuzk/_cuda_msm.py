@@ -31,7 +31,6 @@ import time
 
 import numpy as np
 
-from . import _kernels
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
@@ -49,7 +48,7 @@ _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 
-_kernels.register("msm", "msm/msm.cu")
+# program "msm": cuzk._kernels.PROGRAMS (the static table)
 log = logging.getLogger("cuzk.msm")
 # CUZK_MSM_PROFILE=1: synchronize after every step and log the step times (development).
 _PROFILE = os.environ.get("CUZK_MSM_PROFILE", "0") not in ("", "0")

@@ -29,7 +29,6 @@ import threading
 
 import numpy as np
 
-from . import _kernels
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
@@ -67,7 +66,7 @@ def _tile_log(lg_n):
 
 _PASS_SMEM_MAX = (1 << 11) * _FR_BYTES   # the pass kernel's largest dynamic shared memory
 
-_kernels.register("ntt", "ntt/ntt.cu")
+# program "ntt": cuzk._kernels.PROGRAMS (the static table)
 
 
 def _driver():
