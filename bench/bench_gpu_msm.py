@@ -113,7 +113,7 @@ def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, 
             hs.append((time.perf_counter() - t0) * 1e3)
         row["host_ms"] = statistics.median(hs)
     finally:
-        pinned.close()
+        del pinned          # freed with its last view (PendingPoints hold views)
     row["same"] = None if want is None else bool(np.array_equal(got, want))
     sp = SPPARK.get((group, row["lg"], kind))
     row["sppark_ms"] = sp

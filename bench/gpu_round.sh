@@ -19,6 +19,12 @@ for step in "${@:-all}"; do
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;
     part)  timeout 400 python3 bench/bench_gpu_partition.py --log-n 16 20 --check-cpu 2>&1 | tee "$OUT/part.log" | tail -40 ;;
+    part24) timeout 500 python3 bench/bench_gpu_partition.py --log-n 24 --json "$OUT/part24.json" 2>&1 | tee "$OUT/part24.log" | tail -40 ;;
+    part27) timeout 580 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --json "$OUT/part27.json" 2>&1 | tee "$OUT/part27.log" | tail -40 ;;
+    msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
+    engine20) timeout 400 python3 -m cuzk bench --log-n 20 --partitions 12 --workers-per-gpu 1,2,3 \
+                --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine20.json" \
+                --trace "$OUT/trace20" 2>&1 | tee "$OUT/engine20.log" | tail -30 ;;
     *) echo "unknown step $step" ;;
   esac
 done

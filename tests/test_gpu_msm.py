@@ -151,7 +151,7 @@ def test_enqueue_resident_bases(rng):
         for b in bufs:
             b.free(s)
         s.synchronize()
-        pinned.close()
+        del pinned          # freed with its last view (PendingPoints hold views)
 
 
 def test_msm_g1_threads(rng):

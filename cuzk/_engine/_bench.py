@@ -131,7 +131,7 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     rows = []
     for w in workers:
         for mode in modes:
-            tag = f"engine-2^{log_n}-{mode}-w{w}"
+            tag = f"engine-lg{log_n}-{mode}-w{w}"   # file names: letters, digits, - . _
             if not quiet:
                 print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
             row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace, tag)

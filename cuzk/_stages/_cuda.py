@@ -428,7 +428,9 @@ class CudaStages(CpuStages):
             uploads.append((q + "_tail_idx", prep[q + "_tail_idx"].astype(np.uint32),
                             prep[q + "_tail_idx"].shape[0] * 4))
         dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
-        dev_bytes += sum(p.scratch_bytes for _, _, p, _ in plans)
+        # the reductions run one after another on the compute stream and each frees its scratch
+        # stream-ordered before the next allocates: the peak is the largest, not the sum
+        dev_bytes += max((p.scratch_bytes for _, _, p, _ in plans), default=0)
         if key.where == "host":
             dev_bytes += 2 * _align(key.slot_bytes)
         part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
@@ -442,16 +444,15 @@ class CudaStages(CpuStages):
             w = XYZZ_WORDS[_group_of(name)]
             part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
             at += p.host_rows * w
+        from .._native import _pool
         host = stage.asarray(np.uint8)
         off = 0
         up = ctx.upload
         for name, arr, nb in uploads:
             if nb == 0:
                 continue
-            src = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-            host[off: off + src.size] = src
-            if src.size < nb:
-                host[off + src.size: off + nb] = 0                  # a, b, c padded to n rows
+            # on the CPU pool, GIL released; a, b, c are padded with zero rows to n
+            _pool.copy_into(host[off: off + nb], np.ascontiguousarray(arr), ctx.threads)
             buf = part.dev[name] = self.pool.alloc(nb, up)
             d.copy_htod(buf, stage.ptr + off, nb, up)
             off += _align(nb)

@@ -457,9 +457,9 @@ class FakeDriver:
         import importlib
         m = importlib.import_module(module)
         monkeypatch.setattr(m, "_driver", lambda: self)
-        if hasattr(m, "_kernels"):      # front ends load modules; the stage layer does not
-            monkeypatch.setattr(m._kernels, "get_module",
-                                lambda device, name, extra_options=(): self.Module(device))
+        kernels = importlib.import_module("cuzk._kernels")     # DeviceState loads modules there
+        monkeypatch.setattr(kernels, "get_module",
+                            lambda device, name, extra_options=(): self.Module(device))
         if hasattr(m, "_states"):
             monkeypatch.setattr(m, "_states", {} if states is None else states)
         return m
