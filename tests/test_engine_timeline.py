@@ -165,9 +165,9 @@ def test_bench_cli(tmp_path, capsys):
             assert k in r
     assert {r["speedup_vs_coarse"] for r in rows if r["mode"] == "coarse"} == {1.0}
     files = sorted(p.name for p in trace.iterdir())
-    assert "engine-2^4-narrow-w2.json" in files
+    assert "engine-lg4-narrow-w2.json" in files
     try:
         import matplotlib  # noqa: F401
-        assert "engine-2^4-narrow-w2.png" in files
+        assert "engine-lg4-narrow-w2.png" in files
     except ImportError:
         pass
