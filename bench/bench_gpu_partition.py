@@ -36,7 +36,7 @@ def _one(st, key, asg, ctx, r, s, verify):
     return proof, t
 
 
-def run(log_n, backend, repeat, check_cpu, seed=1):
+def run(log_n, backend, repeat, check_cpu, seed=1, options=None):
     import cuzk
     from cuzk._stages import stages_for
     row = {"log_n": log_n, "backend": backend}
@@ -48,7 +48,8 @@ def run(log_n, backend, repeat, check_cpu, seed=1):
     pk = cuzk.keygen_random(r1cs, seed=seed, backend=backend)
     row["keygen_s"] = time.perf_counter() - t0
     del r1cs
-    st = stages_for(backend)
+    st = stages_for(backend, **(options or {}))
+    row["options"] = options or {}
     ctx = st.context()
     t0 = time.perf_counter()
     key = st.load_key(pk)
@@ -76,10 +77,15 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--check-cpu", action="store_true", help="assert bytes equal to the CPU backend")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--precompute", type=int, default=None, help="CUDA: copies of the H bases")
+    ap.add_argument("--h-window", type=int, default=None, help="CUDA: H MSM window width")
+    ap.add_argument("--b-g2", default=None, choices=["gpu", "cpu"], help="CUDA: where B_G2 runs")
     a = ap.parse_args(argv)
+    opts = {k: v for k, v in (("precompute", a.precompute), ("h_window", a.h_window),
+                              ("b_g2", a.b_g2)) if v is not None}
     rows = []
     for lg in a.log_n:
-        row = run(lg, a.backend, a.repeat, a.check_cpu)
+        row = run(lg, a.backend, a.repeat, a.check_cpu, options=opts)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
     if a.json:

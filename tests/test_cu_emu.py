@@ -408,8 +408,8 @@ def _install_stages(fake, monkeypatch):
     monkeypatch.setattr(sc, "_budgets", {})
 
 
-@pytest.mark.parametrize("b_g2", ["gpu", "cpu"])
-def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2):
+@pytest.mark.parametrize("b_g2,precompute", [("gpu", 1), ("cpu", 1), ("gpu", 3)])
+def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
     """A Groth16 proof through CudaStages (resident key; H, H MSM, batch additions and tail MSMs
     enqueued on the emulated GPU; B_G2 on the GPU or the CPU) has the CPU backend's bytes and
     verifies; the device budget returns to zero and the pool holds nothing afterwards."""
@@ -423,7 +423,7 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2):
     pk = keygen_random(r1cs, seed=4)
     asg = r1cs.assignment(inputs, aux)
     cpu = prove(pk, asg, r=111, s=222, backend="cpu")
-    st = CudaStages(threads=2, b_g2=b_g2)
+    st = CudaStages(threads=2, b_g2=b_g2, precompute=precompute)
     t = {}
     gpu = prove(pk, asg, r=111, s=222, stages=st, timings=t, verify=True)
     assert gpu == cpu

@@ -133,14 +133,25 @@ class ResidentKey:
 
     where = "device"
 
-    def __init__(self, pk, device, pool, budget, progress=None):
+    def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None):
+        from .. import _cuda_msm
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
         sizes = {q: int(getattr(pk, attr).nbytes) for q, (attr, _) in QUERIES.items()}
         tables = 3 * pk.domain_size * _FR + 4096
-        self.nbytes = sum(sizes.values()) + tables
+        # the H MSM (the partition's largest, over uniform scalars) may read `precompute` shifted
+        # copies of the H bases (``_cuda_msm.precompute_bases``): fewer windows per MSM
+        nh = pk.h.shape[0]
+        self.h_plan_args = {"k": 1, "c": c}
+        pre = 0
+        if precompute > 1 and nh:
+            plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=precompute, c=c)
+            self.h_plan_args = {"k": plan.k, "c": plan.c}
+            pre = plan.precompute_bytes
+        self.precompute_bytes = pre
+        self.nbytes = sum(sizes.values()) + tables + pre
         if budget is not None:
             self._res = budget.reserve(self.nbytes, "resident key", block=False)
         d = _driver()
@@ -167,6 +178,9 @@ class ResidentKey:
                     done += m
                     if progress is not None:
                         progress(done, total)
+            if pre:
+                self._bufs["h_table"] = pool.alloc(pre, up)
+                _cuda_msm.precompute_bases(plan, up, self._bufs["h"].ptr, self._bufs["h_table"].ptr)
             _warm_tables(device, lg, up)
             up.synchronize()
             for p in pins:
@@ -179,7 +193,8 @@ class ResidentKey:
             up.close()
 
     def ptr(self, q):
-        b = self._bufs.get(q)
+        """Device address of query q's bases (for "h" with precomputed copies: the table)."""
+        b = self._bufs.get("h_table" if q == "h" and "h_table" in self._bufs else q)
         return b.ptr if b is not None else 0
 
     def release(self):
@@ -210,6 +225,8 @@ class StreamedKey:
         lg = pk.domain_size.bit_length() - 1
         self.nbytes = 3 * pk.domain_size * _FR + 4096
         self.slot_bytes = max(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values())
+        self.h_plan_args = {"k": 1, "c": None}
+        self.precompute_bytes = 0
         if budget is not None:
             self._res = budget.reserve(self.nbytes, "streamed key: tables", block=False)
         d = _driver()
@@ -327,12 +344,18 @@ class CudaStages(CpuStages):
         Where the B_G2 query (batch addition + tail MSM over G2) runs.  "auto" picks the GPU on
         hosts with fewer than 64 CPU cores (an H200 host has 16: the GPU is faster there) and says
         so once in the log.
+    precompute : int
+        Shifted copies of the H bases kept beside the resident key (1: none; k: the H MSM
+        processes ceil(W/k) windows; k·|H|·96 bytes, reserved from the budget).
+    h_window : int or None
+        Window width of the H MSM (None: the MSM's cost model).
     """
 
     name = "cuda"
 
-    def __init__(self, threads=None, device=None, b_g2="auto"):
+    def __init__(self, threads=None, device=None, b_g2="auto", precompute=1, h_window=None):
         super().__init__(threads)
+        self.precompute, self.h_window = int(precompute), h_window
         d = _driver()
         self.device = d.Device.get(device or 0)
         if b_g2 not in ("auto", "gpu", "cpu"):
@@ -365,7 +388,8 @@ class CudaStages(CpuStages):
             raise ValueError(f"where must be 'auto', 'device' or 'host', got {where!r}")
         if where != "host":
             try:
-                return ResidentKey(pk, self.device, self.pool, budget, progress)
+                return ResidentKey(pk, self.device, self.pool, budget, progress, self.precompute,
+                                   self.h_window)
             except BudgetError as e:
                 if where == "device":
                     raise
@@ -395,7 +419,8 @@ class CudaStages(CpuStages):
         groups = [("l", "l", "g1"), ("a", "a", "g1"), ("b_g1", "b", "g1")]
         if self.b_g2 == "gpu":
             groups.append(("b_g2", "b", "g2"))
-        out = [("h", "msm", _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=pk.h.shape[0]), n - 1)]
+        out = [("h", "msm", _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=pk.h.shape[0],
+                                               **key.h_plan_args), n - 1)]
         for name, q, group in groups:
             npts = getattr(pk, QUERIES[name][0]).shape[0]
             if npts and prep[q + "_n_ones"]:
