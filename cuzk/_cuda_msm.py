@@ -40,7 +40,11 @@ __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bit
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
 _GROUPS = ("g1", "g2")
-_C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 20
+# The automatic width stops at 16: measured on the H200 (bench/RESULTS.md, 2026-12-01, 2^24,
+# k = 1/2/4), c = 16 beat 18 and 20 for uniform (137.5 vs 168.0 / 174.8 ms) and bits90 (34.8 vs
+# 47.8 / 75.1 ms) scalars: past 16 bits the bucket pass (atomics on 2^(c-1) counters and the
+# segment sums) costs more than the windows it saves, which this cost model does not see.
+_C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 16
 _SEGMENT = 64              # default entries per segment (bench: --segment)
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes

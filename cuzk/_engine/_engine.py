@@ -599,6 +599,12 @@ class Engine:
 
     # ---- workers ------------------------------------------------------------------------
     def _worker(self, dev, ws, ctx):
+        # one CPU pool for every worker: without an explicit thread count each worker's host
+        # stages use its share of the pool (cores / workers), not all cores each
+        from .._native import _pool
+        if ctx.threads == 0:
+            n = self.workers_per_gpu * len(self.devices)
+            _pool.set_thread_budget(max(1, _pool.pool_threads() // max(1, n)))
         while True:
             task = self._queue.get()
             if task is None:
