@@ -24,6 +24,9 @@ for step in "${@:-all}"; do
     part27) timeout 420 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 ${PART27_OPTS:-} --json "$OUT/part27.json" 2>&1 | tee "$OUT/part27.log" | tail -40 ;;
     msmsweep) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c auto,16,18 --k 1,2,4 --no-check --runs 3 --json "$OUT/msmsweep.json" 2>&1 | tee "$OUT/msmsweep.log" | tail -25 ;;
     msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
+    engine24) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3 \
+                --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine24.json" \
+                --trace "$OUT/trace24" 2>&1 | tee "$OUT/engine24.log" | tail -16 ;;
     engine20) timeout 400 python3 -m cuzk bench --log-n 20 --partitions 12 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine20.json" \
                 --trace "$OUT/trace20" 2>&1 | tee "$OUT/engine20.log" | tail -30 ;;
