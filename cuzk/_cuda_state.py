@@ -8,7 +8,7 @@ import threading
 
 from . import _kernels
 
-__all__ = ["DeviceState", "state_for", "device_pool", "POOL_RELEASE_THRESHOLD"]
+__all__ = ["DeviceState", "state_for", "device_pool", "memo", "POOL_RELEASE_THRESHOLD"]
 
 # cuzk's pools keep what they hold across synchronizations (no release at every sync); memory
 # goes back to the device only through ``MemPool.trim``, which the engine calls when idle.
@@ -18,18 +18,24 @@ _pools = {}
 _pools_lock = threading.Lock()
 
 
+def memo(cache, lock, key, make):
+    """``cache[key]``, made once by ``make()`` under ``lock`` (double-checked: a hit takes no
+    lock).  The one memo of the per-device objects (pools, budgets, front-end states)."""
+    value = cache.get(key)
+    if value is None:
+        with lock:
+            value = cache.get(key)
+            if value is None:
+                value = cache[key] = make()
+    return value
+
+
 def device_pool(driver, device):
     """cuzk's own stream-ordered memory pool of ``device`` (cuMemPoolCreate; never the device's
     default pool, which other CUDA users of the process share), one per device and driver,
     shared by every front end and stage."""
-    key = (id(driver), device.ordinal, device.context)
-    pool = _pools.get(key)
-    if pool is None:
-        with _pools_lock:
-            pool = _pools.get(key)
-            if pool is None:
-                pool = _pools[key] = driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True)
-    return pool
+    return memo(_pools, _pools_lock, (id(driver), device.ordinal, device.context),
+                lambda: driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True))
 
 
 class DeviceState:
@@ -47,14 +53,8 @@ class DeviceState:
         self._local = threading.local()
 
     def _memo(self, cache, key, make):
-        """cache[key], made once under the state's lock (double-checked: reads take no lock)."""
-        value = cache.get(key)
-        if value is None:
-            with self._lock:
-                value = cache.get(key)
-                if value is None:
-                    value = cache[key] = make()
-        return value
+        """cache[key], made once under the state's lock (``memo``)."""
+        return memo(cache, self._lock, key, make)
 
     def fn(self, name, smem=0):
         """The kernel ``name``, allowed at least ``smem`` bytes of dynamic shared memory (the
@@ -81,11 +81,4 @@ def state_for(states, lock, driver, device, factory):
     made once by ``factory(device)``."""
     if device is None or isinstance(device, int):
         device = driver.Device.get(device or 0)
-    key = (device.ordinal, device.context)
-    st = states.get(key)
-    if st is None:
-        with lock:
-            st = states.get(key)
-            if st is None:
-                st = states[key] = factory(device)
-    return st
+    return memo(states, lock, (device.ordinal, device.context), lambda: factory(device))

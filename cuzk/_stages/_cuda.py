@@ -58,16 +58,10 @@ def device_budget(device, total=None):
     """The process-wide ``Budget`` of a CUDA device (made on first use: ``total`` bytes, default
     the device's memory less a 2 GiB margin)."""
     from .._budget import Budget
-    key = (device.ordinal, device.context)
-    b = _budgets.get(key)
-    if b is None:
-        with _budgets_lock:
-            b = _budgets.get(key)
-            if b is None:
-                if total is None:
-                    total = max(0, int(device.total_mem) - _BUDGET_MARGIN)
-                b = _budgets[key] = Budget(total, f"cuda:{device.ordinal}")
-    return b
+    from .._cuda_state import memo
+    size = max(0, int(device.total_mem) - _BUDGET_MARGIN) if total is None else total
+    return memo(_budgets, _budgets_lock, (device.ordinal, device.context),
+                lambda: Budget(size, f"cuda:{device.ordinal}"))
 
 
 class _Pinned:
