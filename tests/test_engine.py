@@ -494,3 +494,64 @@ def test_nvtx_missing_is_said_once(caplog):
             _nvtx.push("hold compute")
             _nvtx.pop()
     assert sum("nvtx" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_failing_device_leaves_the_other_working(mode):
+    """Issue 11 on simulated devices: device 1's kernel region always fails with a CudaError.
+    Every job whose partitions ran there fails with that typed error; the jobs device 0 ran
+    verify; device 0's workers keep proving afterwards; per-device accounting returns to zero."""
+    from cuzk._errors import CudaError
+
+    class DeadDevice(Wrapped):
+        def run(self, part):
+            raise CudaError("cuLaunchKernel", 719, "CUDA_ERROR_LAUNCH_FAILED", "injected")
+
+    pk, asg = circuit(4)
+    stages = [Wrapped(CpuStages(1)), DeadDevice(CpuStages(1))]
+    with engine(devices=2, workers_per_gpu=1, lock_mode=mode, stages=stages.__getitem__,
+                threads=1) as eng:
+        futs = [eng.submit(pk, [asg]) for _ in range(12)]
+        ok = failed = 0
+        for f in futs:
+            try:
+                verify_all(pk, f.result(TIMEOUT), [asg])
+                ok += 1
+            except CudaError:
+                failed += 1
+        # device 1 fails once and is quarantined; device 0 proves the rest
+        assert ok + failed == 12 and failed <= 1 and ok >= 11
+        parts = eng.timeline.records("partition")
+        assert all(r.args["status"] == "ok" for r in parts if r.device == 0)
+        assert all(r.args["status"] == "error" for r in parts if r.device == 1)
+        st = eng.status()
+        assert st["devices"][0]["failed"] is None
+        assert failed == 0 or "CUDA_ERROR_LAUNCH_FAILED" in st["devices"][1]["failed"]
+        verify_all(pk, eng.submit(pk, [asg] * 3).result(TIMEOUT), [asg] * 3)
+        st = eng.status()
+        assert st["in_flight"] == 0 and sum(st["queued"].values()) == 0
+        for dev in st["devices"]:
+            keys = sum(k["nbytes"][dev["index"]] for k in st["keys"])
+            assert dev["budget"]["used"] == keys
+
+
+def test_every_device_quarantined_fails_queued_jobs():
+    """When the only device faults, its queued jobs fail with EngineError and submit refuses."""
+    from cuzk._errors import CudaError
+
+    class DeadDevice(Wrapped):
+        def run(self, part):
+            raise CudaError("cuLaunchKernel", 719, "CUDA_ERROR_LAUNCH_FAILED", "injected")
+
+    pk, asg = circuit(4)
+    stages = [DeadDevice(CpuStages(1))]
+    with engine(devices=1, workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
+        futs = [eng.submit(pk, [asg]) for _ in range(5)]
+        errors = []
+        for f in futs:
+            with pytest.raises((CudaError, EngineError)) as e:
+                f.result(TIMEOUT)
+            errors.append(type(e.value))
+        assert errors.count(CudaError) >= 1 and errors[0] is CudaError
+        with pytest.raises(EngineError, match="quarantined"):
+            eng.submit(pk, [asg])

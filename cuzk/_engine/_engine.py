@@ -15,7 +15,7 @@ import os
 import threading
 import time
 
-from .._errors import BudgetError, EngineBusy, EngineClosed, EngineError
+from .._errors import BudgetError, CudaError, EngineBusy, EngineClosed, EngineError
 from . import _nvtx
 from ._interlock import ACQUIRE, RELEASE, Interlock, lock_mode_arg
 from ._timeline import Timeline
@@ -139,6 +139,12 @@ class _Queue:
                 self._cond.wait()
             return heapq.heappop(self._heap)
 
+    def requeue(self, task):
+        """Put back a partition a quarantined device's worker took (keeps its place in order)."""
+        with self._cond:
+            heapq.heappush(self._heap, task)
+            self._cond.notify()
+
     def remove(self, pred):
         """Take every queued partition with ``pred(task)`` out; returns them."""
         with self._cond:
@@ -225,6 +231,7 @@ class _Device:
         self.label = stages.device_label if stages.name != "cpu" else f"cpu:{index}"
         self.workers = []                # [_WorkerState]
         self.contexts = []
+        self.failed = None               # the CudaError that quarantined the device
 
 
 class _WorkerState:
@@ -502,6 +509,8 @@ class Engine:
         rank = priority_arg(priority)
         ek = self.load(key)
         asgs = [assignments] if isinstance(assignments, Assignment) else list(assignments)
+        if self.devices and all(dv.failed is not None for dv in self.devices):
+            raise EngineError("every device of the engine is quarantined after a device fault")
         if not asgs:
             raise ValueError("a job needs at least one assignment")
         for i, a in enumerate(asgs):
@@ -597,6 +606,16 @@ class Engine:
             for t in self._queue.remove(lambda t: t.job is job):
                 self._partition_done(t, "cancelled")
 
+    def _after_quarantine(self):
+        """When no device is left in service, fail every queued partition's job."""
+        if any(dv.failed is None for dv in self.devices):
+            return
+        err = EngineError("every device of the engine is quarantined after a device fault: "
+                          + "; ".join(f"{dv.label}: {dv.failed}" for dv in self.devices))
+        for t in self._queue.remove(lambda t: True):
+            self._job_result(t, error=err)
+            self._partition_done(t, "cancelled")
+
     # ---- workers ------------------------------------------------------------------------
     def _worker(self, dev, ws, ctx):
         # one CPU pool for every worker: without an explicit thread count each worker's host
@@ -610,8 +629,16 @@ class Engine:
             if task is None:
                 ws.state = "exited"
                 return
+            if dev.failed is not None:      # quarantined while this worker waited: hand it back
+                self._queue.requeue(task)
+                ws.state = "quarantined"
+                return
             try:
                 self._run_partition(dev, ws, ctx, task)
+                if dev.failed is not None:
+                    ws.state = "quarantined"
+                    self._after_quarantine()
+                    return
             except BaseException:           # a bug in the engine itself: never kill the worker
                 log.exception("engine worker %s: internal error", ws.name)
 
@@ -687,6 +714,11 @@ class Engine:
             if hasattr(e, "add_note"):
                 e.add_note(f"cuzk engine: job {job.id} partition {task.index} of {job.n}, "
                            f"stage {stage or '?'}, worker {ws.name}, lock mode {self.lock_mode}")
+            if isinstance(e, CudaError) and dev.failed is None:
+                # a device fault: take the device out of service, so that it does not fail every
+                # partition the queue would hand it; the other devices go on
+                dev.failed = e
+                log.error("engine: device %s quarantined after %s", dev.label, e)
             self._job_result(task, error=e)
             status = "error"
         else:
@@ -734,6 +766,7 @@ class Engine:
             "closed": self._closed, "closing": self._closing,
             "threads_per_worker": self.threads_per_worker,
             "devices": [{"index": dv.index, "label": dv.label,
+                         "failed": None if dv.failed is None else str(dv.failed),
                          "workers": [ws.snapshot() for ws in dv.workers],
                          "budget": dv.budget.snapshot() if dv.budget is not None else None,
                          "locks": dv.interlock.snapshot()} for dv in self.devices],
