@@ -151,9 +151,8 @@ def _cmd_info(args):
 def _cmd_kernels(args):
     from ._kernels import compile_all
     if not args.compile:
-        from ._kernels import KERNELS, load_program_modules
-        load_program_modules()
-        for name in sorted(KERNELS):
+        from ._kernels import programs
+        for name in programs():
             print(name)
         return EXIT_OK
     t0 = time.perf_counter()

@@ -14,13 +14,13 @@ calls from many workers behind its interlock.
 """
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
+from ._assignment import Assignment
+from ._params import ProvingKey
 from ._stages import CpuStages, R_MODULUS, Stages, stages_for
-
-if TYPE_CHECKING:  # annotations only
-    from ._assignment import Assignment
 
 __all__ = ["CpuStages", "CudaStages", "stages_for", "prove", "prove_partitions",
            "public_inputs", "R_MODULUS"]
@@ -41,7 +41,6 @@ def public_inputs(asg: Assignment) -> list[int]:
 
 
 def _assignment(asg):
-    from ._assignment import Assignment
     return Assignment.coerce(asg)
 
 
@@ -84,7 +83,7 @@ class _Session:
             self.ctx.close()
 
 
-def prove(pk, asg, r: int | None = None, s: int | None = None, *, backend: str = "auto",
+def prove(pk: ProvingKey, asg: Assignment | str | os.PathLike, r: int | None = None, s: int | None = None, *, backend: str = "auto",
           device: int | None = None, threads: int | None = None, verify: bool = False,
           check: bool = True, timings: dict | None = None, stages: Stages | None = None) -> bytes:
     """Prove one partition.
@@ -137,10 +136,11 @@ def prove(pk, asg, r: int | None = None, s: int | None = None, *, backend: str =
         sess.close()
 
 
-def prove_partitions(pk, assignments, *, backend: str = "auto", device: int | None = None,
+def prove_partitions(pk: ProvingKey, assignments: Iterable[Assignment | str | os.PathLike], *,
+                     backend: str = "auto", device: int | None = None,
                      threads: int | None = None, verify: bool = False, check: bool = True,
                      timings: dict | None = None, stages: Stages | None = None,
-                     progress=None) -> bytes:
+                     progress: Callable[[int], None] | None = None) -> bytes:
     """Prove several partitions with one key (loaded once); returns their proofs concatenated
     in partition order (192 bytes each).  ``assignments`` may be any iterable (an iterator is
     pulled one partition at a time).  ``timings`` accumulates over the partitions (``total`` is
