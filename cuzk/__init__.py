@@ -12,6 +12,8 @@ from ._keygen import keygen, keygen_random
 from ._prover import prove, prove_partitions, public_inputs
 from ._budget import Budget
 from ._verifier import verify, verify_batch
+from ._snarkjs import read_zkey, read_wtns, write_proof_json, write_public_json
+from ._snarkjs_prover import prove_zkey
 from ._errors import EngineError, EngineBusy, EngineClosed
 from ._engine import Engine
 
@@ -28,5 +30,6 @@ __all__ = [
     "keygen", "keygen_random",
     "prove", "prove_partitions", "public_inputs", "Budget",
     "verify", "verify_batch",
+    "read_zkey", "read_wtns", "prove_zkey", "write_proof_json", "write_public_json",
     "Engine", "EngineError", "EngineBusy", "EngineClosed",
 ]

@@ -293,7 +293,7 @@ class Zkey:
 _GROTH16_HEADER_SIZE = 4 + _N8Q + 4 + _N8R + 12 + 3 * _G1 + 3 * _G2   # 964 bytes
 
 
-def read_zkey(path) -> Zkey:
+def read_zkey(path: str | os.PathLike) -> Zkey:
     """Read a snarkjs Groth16 ``.zkey`` for BLS12-381.
 
     Parameters
@@ -429,7 +429,7 @@ def read_zkey(path) -> Zkey:
 # ----------------------------------------------------------------------------------------------
 # wtns
 
-def read_wtns(path) -> np.ndarray:
+def read_wtns(path: str | os.PathLike) -> np.ndarray:
     """Read a snarkjs/circom ``.wtns`` witness for BLS12-381.
 
     Returns
@@ -503,7 +503,7 @@ def _write_json(path, obj):
     atomic_write(path, json.dumps(obj, indent=1))
 
 
-def write_proof_json(path, A, B, C) -> None:
+def write_proof_json(path: str | os.PathLike, A: tuple, B: tuple, C: tuple) -> None:
     """Write ``proof.json`` byte-for-byte as ``snarkjs groth16 prove`` does for bls12381.
 
     Parameters
@@ -521,7 +521,7 @@ def write_proof_json(path, A, B, C) -> None:
     _write_json(path, obj)
 
 
-def write_public_json(path, public) -> None:
+def write_public_json(path: str | os.PathLike, public: list) -> None:
     """Write ``public.json`` (the public signals, without the leading 1) as snarkjs does.
 
     Raises

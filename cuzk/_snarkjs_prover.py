@@ -113,7 +113,9 @@ def h_scalars(zkey, witness, threads=None):
     return _sparse.snarkjs_h(a, b, c, ROOT_EXPONENT, threads=threads_arg(threads))
 
 
-def prove_zkey(zkey, witness, r=None, s=None, threads=None, backend="auto", timings=None):
+def prove_zkey(zkey: sj.Zkey | str | os.PathLike, witness: np.ndarray | str | os.PathLike,
+               r: int | None = None, s: int | None = None, threads: int | None = None,
+               backend: str = "auto", timings: dict | None = None) -> tuple:
     """A Groth16 proof from a snarkjs zkey and witness, exactly as ``snarkjs groth16 prove``.
 
     Parameters
