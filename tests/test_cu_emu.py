@@ -465,6 +465,39 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     assert budget.used == 0
 
 
+def test_cuda_stages_row_check_on_the_device(fake, monkeypatch):
+    """The CUDA backend checks a∘b = c on the device: a changed row of c is reported as
+    UnsatisfiedAssignmentError with that row (the first of two), nothing stays reserved, and the
+    next partition on the same context proves."""
+    from cuzk._assignment import Assignment
+    from cuzk._circuit import porep_like
+    from cuzk._errors import UnsatisfiedAssignmentError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 3)
+    pk = keygen_random(r1cs, seed=3)
+    asg = r1cs.assignment(inputs, aux)
+    c = asg.c.copy()
+    c[41], c[17] = c[40], c[16]
+    bad = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    budget = device_budget(st.device)
+    part = st.prepare(key, bad, ctx, 1, 2)          # no host check on the CUDA backend
+    st.run(part).synchronize()
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        st.finish(part)
+    assert e.value.row == 17 and budget.used == key.nbytes
+    part = st.prepare(key, asg, ctx, 1, 2)
+    st.run(part).synchronize()
+    assert st.finish(part) == prove(pk, asg, 1, 2, backend="cpu")
+    key.release()
+    ctx.close()
+
+
 def test_cuda_stages_abort_releases_everything(fake, monkeypatch):
     """A failure inside the kernel region (an injected error after prepare) leaves no reservation
     and no live pool allocation behind; the next partition on the same context proves."""

@@ -131,3 +131,18 @@ def test_cuda_backend_gives_cpu_bytes(circuit):
     cpu = prove(pk, asg, r=777, s=888, backend="cpu")
     gpu = prove(pk, asg, r=777, s=888, backend="cuda", verify=True)
     assert gpu == cpu
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_backend_row_check(circuit):
+    """On the GPU the a∘b = c check runs on the device: the first bad row is named."""
+    from cuzk._assignment import Assignment
+    from cuzk._errors import UnsatisfiedAssignmentError
+    _, pk, asg = circuit
+    c = asg.c.copy()
+    c[5] = c[6]
+    bad = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        prove(pk, bad, backend="cuda")
+    assert e.value.row == 5

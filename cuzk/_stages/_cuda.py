@@ -430,6 +430,13 @@ class CudaStages(CpuStages):
     def trim(self):
         self.pool.trim(0)
 
+    def _validate(self, part, check):
+        """Shapes on the host; the row check a∘b = c runs on the GPU (``run``), on a, b, c that
+        are uploaded for H anyway (a memory-bound pass instead of ~n products on the CPU), and
+        ``finish`` raises ``UnsatisfiedAssignmentError`` for the first bad row."""
+        part.asg.validate(part.key.pk)
+        part.gpu_check = bool(check)
+
     def _stage_in(self, part):
         """Reserve the partition's device bytes, fill the pinned staging, enqueue the uploads."""
         d = _driver()
@@ -456,7 +463,8 @@ class CudaStages(CpuStages):
         # pinned memory: staging for the uploads, and the result rows of every reduction
         stage = ctx.staging.get(sum(_align(nb) for _, _, nb in uploads))
         rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p, _ in plans)
-        res = ctx.results.get(rows * 8).asarray(np.uint64)
+        res = ctx.results.get(rows * 8 + 8).asarray(np.uint64)
+        part.check_view = res[rows: rows + 1]                # the row check's first bad row
         part.result_views = []
         at = 0
         for name, _, p, _ in plans:
@@ -476,6 +484,7 @@ class CudaStages(CpuStages):
             d.copy_htod(buf, stage.ptr + off, nb, up)
             off += _align(nb)
         part.dev["h"] = self.pool.alloc(n * _FR, up)
+        part.dev["first_bad"] = self.pool.alloc(8, up)
         if key.where == "host":
             for k in ("slot0", "slot1"):
                 part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
@@ -488,6 +497,16 @@ class CudaStages(CpuStages):
         s = ctx.compute
         s.wait_event(part.uploaded)
         marks = part.gpu_marks = [("start", ctx.timing_event(s))]
+        if getattr(part, "gpu_check", False):
+            d = _driver()
+            d.memset_d32(dev["first_bad"], 0xFFFFFFFF, 2, s)
+            nst = _cuda_ntt._state(self.device)
+            grid = max(1, min(-(-part.n // 256), self.device.sm_count * 8))
+            nst.fn("cuzk_fr_abc_check").launch(
+                s, grid, 256, [("P", dev["first_bad"].ptr), ("P", dev["a"].ptr),
+                               ("P", dev["b"].ptr), ("P", dev["c"].ptr), ("Q", part.n)])
+            d.copy_dtoh(part.check_view, dev["first_bad"], 8, s)
+            marks.append(("check", ctx.timing_event(s)))
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
         marks.append(("h_ntt", ctx.timing_event(s)))
@@ -522,9 +541,12 @@ class CudaStages(CpuStages):
             b.free(s)
 
     def finish(self, part, verify=True) -> bytes:
+        from .._errors import UnsatisfiedAssignmentError
         from .._native import _field
         try:
             self._gpu_times(part)
+            if getattr(part, "gpu_check", False) and int(part.check_view[0]) != 2**64 - 1:
+                raise UnsatisfiedAssignmentError(int(part.check_view[0]))
             pts = {}
             for name, p in part.parts.items():
                 q, _, _ = name.partition(":")
