@@ -204,7 +204,7 @@ def _cmd_prove(args):
                     bar.update()
                 yield Assignment.load_npz(path)
             bar.update()
-        proof = prove_partitions(pk, partitions(), backend=args.backend,
+        proof = prove_partitions(pk, partitions(), backend=args.backend, device=args.device,
                                  threads=args.threads, verify=args.verify, timings=t)
         bar.update(n)
     wall = time.perf_counter() - t0
@@ -420,6 +420,8 @@ def _parser():
     g.add_argument("--proof", help="proof.json to write")
     g.add_argument("--public", help="public.json to write")
     s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help=_BACKEND_HELP)
+    s.add_argument("--device", type=int, default=None, metavar="N",
+                   help="CUDA device ordinal (bellperson form; default: device 0)")
     s.add_argument("--threads", type=int, default=None, help=_THREADS_HELP)
     s.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="verify each proof before writing it (milliseconds); --no-verify skips")

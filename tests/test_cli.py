@@ -315,7 +315,7 @@ def test_prove_passes_verify_and_reports_device(capsys, keydir, tmp_path, monkey
     import cuzk._prover as prover
     seen = {}
 
-    def fake(pk, assignments, *, backend, threads, verify, timings):
+    def fake(pk, assignments, *, backend, device, threads, verify, timings):
         seen["verify"], seen["n"] = verify, len(list(assignments))
         timings.update(backend="cuda", device="NVIDIA H200 (device 0)")
         return b"\x00" * 192 * seen["n"]
