@@ -113,6 +113,9 @@ class Wrapped:
     def trim(self):
         self.inner.trim()
 
+    def warm(self, ctx, key):
+        self.inner.warm(ctx, key)
+
     def upload(self, part):
         if self._hit("upload-before", part.asg):
             raise Injected("upload-before")
@@ -174,6 +177,9 @@ class FakeStages:
         return part
 
     def trim(self):
+        pass
+
+    def warm(self, ctx, key):
         pass
 
     def upload(self, part):

@@ -552,3 +552,34 @@ def test_fake_driver_rejects_bad_launches(fake):
     buf.free()
     with pytest.raises(CudaError, match="not in a live device"):
         fn.launch(None, 1, 1, ok)
+
+
+@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
+def test_engine_on_cuda_stages(fake, monkeypatch, mode):
+    """cuzk.Engine driving CudaStages (resident key, warmed staging, device row check) on the
+    emulated GPU with two workers: every proof has the CPU backend's bytes; the device budget
+    holds only the key while loaded and nothing after close."""
+    import cuzk
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu")
+    rs = [(10 + i, 20 + i) for i in range(4)]
+    with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode=mode,
+                     stages=lambda i: st, threads=1) as eng:
+        key = eng.load(pk, progress=False)
+        assert all(ctx.staging.buf is not None for ctx in eng.devices[0].contexts)
+        out = eng.submit(key, [asg] * 4, randomizers=rs).result(600)
+        for _ in range(200):                      # the future resolves before the last release
+            if eng.status()["in_flight"] == 0:
+                break
+            time.sleep(0.01)
+        used = eng.status()["devices"][0]["budget"]["used"]
+        assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
+    want = b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    assert out == want

@@ -444,6 +444,8 @@ class Engine:
                     raise
                 for dev in self.devices:
                     dev.worker_budget.pinned += int(getattr(resident[dev.index], "nbytes", 0))
+                    for ctx in dev.contexts:     # staging sized now, not in a partition
+                        dev.stages.warm(ctx, resident[dev.index])
             ek = EngineKey(pk, path, resident)
             self._keys[cache_key] = ek
             return ek

@@ -180,6 +180,11 @@ class Stages:
     def _stage_in(self, part):
         raise NotImplementedError
 
+    def warm(self, ctx, key) -> None:
+        """Size ``ctx``'s staging memory for partitions of ``key`` now (warm-up), so that the
+        partitions' ``upload`` does not allocate it (CUDA: pinned host memory)."""
+        return None
+
     def trim(self) -> None:
         """Give memory held by idle pools back (CUDA: cuMemPoolTrimTo; call only when no kernel
         of this device runs)."""

@@ -69,14 +69,29 @@ class _Pinned:
 
     def __init__(self, device):
         self.device, self.buf = device, None
+        self._lock = threading.Lock()
 
     def get(self, nbytes):
-        if self.buf is None or self.buf.nbytes < nbytes:
-            self.close()
-            self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
-        return self.buf
+        """The buffer, grown to ``nbytes`` first if needed (only the owning worker calls this,
+        between its partitions: no upload of it is in flight then)."""
+        with self._lock:
+            if self.buf is None or self.buf.nbytes < nbytes:
+                self._drop()
+                self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
+            return self.buf
+
+    def warm(self, nbytes):
+        """Allocate ``nbytes`` now if the worker has no buffer yet (callable from another
+        thread: an existing buffer, possibly in use, is never replaced here)."""
+        with self._lock:
+            if self.buf is None:
+                self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
 
     def close(self):
+        with self._lock:
+            self._drop()
+
+    def _drop(self):
         buf, self.buf = self.buf, None
         if buf is not None:
             try:
@@ -429,6 +444,13 @@ class CudaStages(CpuStages):
     # ---- the four calls -----------------------------------------------------------------
     def trim(self):
         self.pool.trim(0)
+
+    def warm(self, ctx, key):
+        """Pinned staging for a, b, c of the key's domain (the bulk of a partition's uploads;
+        tails and bitmaps are ~10 % of it and grow the buffer on first need), and the result
+        slab."""
+        ctx.staging.warm(3 * key.pk.domain_size * _FR + (64 << 20))
+        ctx.results.warm(1 << 20)
 
     def _validate(self, part, check):
         """Shapes on the host; the row check a∘b = c runs on the GPU (``run``), on a, b, c that
