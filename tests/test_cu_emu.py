@@ -21,6 +21,7 @@ import random
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
