@@ -584,3 +584,29 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
     want = b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert out == want
+
+
+def test_resident_key_round_trips(fake, monkeypatch, tmp_path):
+    """A .params file read on the CPU and made resident: every query copied back from the device
+    has the decoded bytes (the loader's chunked pinned staging, H table included)."""
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._params import read_params, write_params
+    from cuzk._stages._cuda import QUERIES, CudaStages, _STAGE_CHUNK
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "_STAGE_CHUNK", 4096)          # many chunks through both slots
+    r1cs, inputs, aux = porep_like(7, 6)
+    path = tmp_path / "k.params"
+    write_params(str(path), keygen_random(r1cs, seed=6))
+    pk = read_params(str(path))
+    st = CudaStages(threads=1, b_g2="gpu")
+    key = st.load_key(pk)
+    s = fake.Stream(st.device)
+    for q, (attr, _) in QUERIES.items():
+        host = getattr(pk, attr)
+        back = np.empty_like(host)
+        fake.copy_dtoh(back, key.ptr(q), host.nbytes, s)
+        assert np.array_equal(back, host), q
+    key.release()
+    assert _STAGE_CHUNK >= 1 << 20
