@@ -23,25 +23,7 @@ using cuzk::fq_t;
 using cuzk::fr_t;
 using cuzk::xyzz_t;
 
-// a^(p−2) = a^−1 (0 → 0): square and multiply over the bits of p − 2, MSB first.
-CUZK_DEVICE fq_t field_inv(const fq_t& a)
-{
-    fq_t r = fq_t::one();
-    for (int i = fq_t::N - 1; i >= 0; i--) {
-        const uint32_t e = cuzk::fq_outline_params_t::mod(i) - (i == 0 ? 2u : 0u);  // p[0] >= 2
-        for (int b = 31; b >= 0; b--) {
-            r = r.sqr();
-            if ((e >> b) & 1u) r = r * a;
-        }
-    }
-    return r;
-}
-// (c0 + c1 u)^−1 = (c0 − c1 u) / (c0^2 + c1^2)
-CUZK_DEVICE fq2_t field_inv(const fq2_t& a)
-{
-    const fq_t n = field_inv(a.c0.sqr() + a.c1.sqr());
-    return fq2_t{a.c0 * n, -(a.c1 * n)};
-}
+using cuzk::inverse;   // ff/fq2_t.cuh
 
 // Signed digit t of canonical k (8 x 32-bit limbs, bits >= 256 read as 0), consuming and
 // producing the carry (the CPU's fixed_base_t::digit).
@@ -99,7 +81,7 @@ CUZK_DEVICE void fixed_base_body(affine_t<F>* __restrict__ d_out, F* __restrict_
     if (g >= n) return;
 
     // one inversion, then pass 2 backwards
-    F inv = field_inv(acc);                             /* inv = (Π ZZ·ZZZ)^−1 */
+    F inv = inverse(acc);                             /* inv = (Π ZZ·ZZZ)^−1 */
     const uint64_t cnt = (n - 1 - g) / stride + 1;
     for (uint64_t j = cnt; j-- > 0;) {
         const uint64_t i = g + j * stride;

@@ -285,26 +285,7 @@ CUZK_DEVICE void windows(xyzz_t* sums, xyzz_t* part, const xyzz_t* bsum, const u
 
 // ---- precomputed multiples of fixed bases
 
-// 1/a in a prime field (Fermat: a^(p−2); 0 ↦ 0).
-template <class Pm>
-CUZK_DEVICE mont_t<Pm> inverse(const mont_t<Pm>& a)
-{
-    mont_t<Pm> r = mont_t<Pm>::one();
-    for (int i = mont_t<Pm>::N - 1; i >= 0; i--) {
-        const uint32_t e = Pm::mod(i) - (i == 0 ? 2u : 0u);   // p − 2: p is odd and > 2
-        for (int k = 31; k >= 0; k--) {
-            r = r.sqr();
-            if ((e >> k) & 1u) r = r * a;
-        }
-    }
-    return r;
-}
-// 1/(a0 + a1·u) = (a0 − a1·u) / (a0^2 + a1^2) in Fq2 = Fq[u]/(u^2 + 1).
-CUZK_DEVICE fq2_t inverse(const fq2_t& a)
-{
-    const fq_t t = inverse(a.c0.sqr() + a.c1.sqr());
-    return fq2_t{a.c0 * t, -(a.c1 * t)};
-}
+// Inversions: cuzk::inverse (ff/fq2_t.cuh).
 
 template <class xyzz_t>
 CUZK_DEVICE typename xyzz_t::affine to_affine(const xyzz_t& p)
