@@ -259,8 +259,8 @@ def run_demo(log_n=14, backend="auto", threads=None, cache=None, seed=DEMO_SEED)
     n_cons = int(asg.a.shape[0])
     print(f"cuzk demo: PoRep-like circuit 2^{log_n} ({n_cons} constraints, "
           f"{asg.inputs.shape[0]} inputs, {asg.aux.shape[0]} aux) from {path}")
-    print(f"backend: {st.name}" + (f" (requested {backend})" if backend != st.name else "")
-          + f", threads: {threads or os.cpu_count()}")
+    from ._cli import _ran_on
+    print(_ran_on(t, backend) + f"; threads: {threads or os.cpu_count()}")
     print("stage timings (s):")
     for k in _stage_keys([t]):
         if isinstance(t.get(k), (int, float)):
