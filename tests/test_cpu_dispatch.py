@@ -16,18 +16,18 @@ from cuzk._native import _msm
 from test_msm import _mont_points, _points, check, random_scalars, reference, scalars_array
 
 
-def _cpuinfo_flags():
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return None
+def _check_portable():
+    """scripts/check_portable.py (CI's portable-build check) as a module: its cpuinfo reader."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_portable.py"
+    spec = importlib.util.spec_from_file_location("cuzk_check_portable", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-FLAGS = _cpuinfo_flags()
+FLAGS = _check_portable().cpuinfo_flags()
 FEATURES = _msm.cpu_features()
 needs_cpuinfo = pytest.mark.skipif(FLAGS is None, reason="no /proc/cpuinfo flags (not Linux x86)")
 HAS_IFMA = FLAGS is not None and {"avx512f", "avx512ifma"} <= FLAGS

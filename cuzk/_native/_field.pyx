@@ -636,38 +636,36 @@ def point_mul(p, k, group="g1"):
     return out
 
 
+def _xyzz_horner(parts, unsigned W, unsigned P, unsigned c, bint g2):
+    cdef size_t rows = 48 if g2 else 24
+    if (not isinstance(parts, np.ndarray) or parts.dtype != np.uint64 or parts.ndim != 2
+            or parts.shape[1] != rows or not parts.flags.c_contiguous):
+        raise ValueError(f"parts must be a C-contiguous uint64 array of shape (k, {rows})")
+    if W == 0 or P == 0 or parts.shape[0] != W * P:
+        raise ValueError(f"parts must hold W·P = {W * P} points, got {parts.shape[0]}")
+    out = np.zeros(rows // 2, dtype=np.uint64)
+    cdef const uint64_t[:, ::1] pv = parts
+    cdef uint64_t[::1] o = out
+    with nogil:
+        if g2:
+            c_g2_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
+        else:
+            c_g1_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
+    return out
+
+
 def g1_xyzz_horner(parts, unsigned W, unsigned P, unsigned c):
     """Σ_w 2^(w·c)·Σ_p parts[w·P + p] for G1 points in XYZZ coordinates (Montgomery Fq, uint64
     (W·P, 24): X, Y, ZZ, ZZZ; ZZ = 0 is infinity), returned affine uint64 (12,) (all-zero =
     infinity).  The host end of the GPU MSM (cuzk._cuda_msm)."""
-    if (not isinstance(parts, np.ndarray) or parts.dtype != np.uint64 or parts.ndim != 2
-            or parts.shape[1] != 24 or not parts.flags.c_contiguous):
-        raise ValueError("parts must be a C-contiguous uint64 array of shape (k, 24)")
-    if W == 0 or P == 0 or parts.shape[0] != W * P:
-        raise ValueError(f"parts must hold W·P = {W * P} points, got {parts.shape[0]}")
-    out = np.zeros(12, dtype=np.uint64)
-    cdef const uint64_t[:, ::1] pv = parts
-    cdef uint64_t[::1] o = out
-    with nogil:
-        c_g1_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
-    return out
+    return _xyzz_horner(parts, W, P, c, False)
 
 
 def g2_xyzz_horner(parts, unsigned W, unsigned P, unsigned c):
     """``g1_xyzz_horner`` for G2: parts uint64 (W·P, 48) (X, Y, ZZ, ZZZ, each Fq2 = c0‖c1
     Montgomery; ZZ = 0 is infinity), returned affine uint64 (24,) (all-zero = infinity).  The
     host end of the GPU G2 reductions (batch addition, MSM)."""
-    if (not isinstance(parts, np.ndarray) or parts.dtype != np.uint64 or parts.ndim != 2
-            or parts.shape[1] != 48 or not parts.flags.c_contiguous):
-        raise ValueError("parts must be a C-contiguous uint64 array of shape (k, 48)")
-    if W == 0 or P == 0 or parts.shape[0] != W * P:
-        raise ValueError(f"parts must hold W·P = {W * P} points, got {parts.shape[0]}")
-    out = np.zeros(24, dtype=np.uint64)
-    cdef const uint64_t[:, ::1] pv = parts
-    cdef uint64_t[::1] o = out
-    with nogil:
-        c_g2_xyzz_horner(&o[0], &pv[0, 0], W, P, c)
-    return out
+    return _xyzz_horner(parts, W, P, c, True)
 
 
 def on_curve(p, group="g1"):

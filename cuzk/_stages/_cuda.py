@@ -422,23 +422,23 @@ class CudaStages(CpuStages):
 
     # ---- plans --------------------------------------------------------------------------
     def _plans(self, key, prep, n):
-        """(name, kind, plan, n_items) of every GPU reduction of a partition."""
+        """(name, kind, plan) of every GPU reduction of a partition."""
         from .. import _cuda_batch, _cuda_msm
         pk, dev = key.pk, self.device
         groups = [("l", "l", "g1"), ("a", "a", "g1"), ("b_g1", "b", "g1")]
         if self.b_g2 == "gpu":
             groups.append(("b_g2", "b", "g2"))
         out = [("h", "msm", _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=pk.h.shape[0],
-                                               **key.h_plan_args), n - 1)]
+                                               **key.h_plan_args))]
         for name, q, group in groups:
             npts = getattr(pk, QUERIES[name][0]).shape[0]
             if npts and prep[q + "_n_ones"]:
                 out.append((name + ":ones", "batch",
-                            _cuda_batch.batch_add_plan(npts, group, dev), npts))
+                            _cuda_batch.batch_add_plan(npts, group, dev)))
             m = prep[q + "_tail_scalars"].shape[0]
             if m:
                 out.append((name + ":tail", "msm",
-                            _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True), m))
+                            _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True)))
         return out
 
     # ---- the four calls -----------------------------------------------------------------
@@ -478,18 +478,18 @@ class CudaStages(CpuStages):
         dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
         # the reductions run one after another on the compute stream and each frees its scratch
         # stream-ordered before the next allocates: the peak is the largest, not the sum
-        dev_bytes += max((p.scratch_bytes for _, _, p, _ in plans), default=0)
+        dev_bytes += max((p.scratch_bytes for _, _, p in plans), default=0)
         if key.where == "host":
             dev_bytes += 2 * _align(key.slot_bytes)
         part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
         # pinned memory: staging for the uploads, and the result rows of every reduction
         stage = ctx.staging.get(sum(_align(nb) for _, _, nb in uploads))
-        rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p, _ in plans)
+        rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p in plans)
         res = ctx.results.get(rows * 8 + 8).asarray(np.uint64)
         part.check_view = res[rows: rows + 1]                # the row check's first bad row
         part.result_views = []
         at = 0
-        for name, _, p, _ in plans:
+        for name, _, p in plans:
             w = XYZZ_WORDS[_group_of(name)]
             part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
             at += p.host_rows * w
@@ -532,10 +532,10 @@ class CudaStages(CpuStages):
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
         marks.append(("h_ntt", ctx.timing_event(s)))
-        names = [name.split(":")[0] for name, _, _, _ in part.plans]
+        names = [name.split(":")[0] for name, _, _ in part.plans]
         order = list(dict.fromkeys(names))                 # queries in first-use order
         bases = _Bases(part, order)
-        for i, ((name, kind, plan, _), view) in enumerate(zip(part.plans, part.result_views)):
+        for i, ((name, kind, plan), view) in enumerate(zip(part.plans, part.result_views)):
             q = names[i]
             pq = "b" if q.startswith("b_") else q
             if kind == "batch":
