@@ -113,13 +113,9 @@ class CudaContext(StageContext):
         self.staging = _Pinned(dev)
         self.results = _Pinned(dev)
 
-    def event(self, stream):
-        ev = _driver().Event(self.device, timing=False)
-        ev.record(stream)
-        return ev
-
-    def timing_event(self, stream):
-        ev = _driver().Event(self.device, timing=True)
+    def event(self, stream, timing=False):
+        """An event recorded on ``stream`` now (``timing=True``: usable with elapsed_ms)."""
+        ev = _driver().Event(self.device, timing=timing)
         ev.record(stream)
         return ev
 
@@ -518,7 +514,7 @@ class CudaStages(CpuStages):
         ctx, key, dev = part.ctx, part.key, part.dev
         s = ctx.compute
         s.wait_event(part.uploaded)
-        marks = part.gpu_marks = [("start", ctx.timing_event(s))]
+        marks = part.gpu_marks = [("start", ctx.event(s, timing=True))]
         if getattr(part, "gpu_check", False):
             d = _driver()
             d.memset_d32(dev["first_bad"], 0xFFFFFFFF, 2, s)
@@ -528,10 +524,10 @@ class CudaStages(CpuStages):
                 s, grid, 256, [("P", dev["first_bad"].ptr), ("P", dev["a"].ptr),
                                ("P", dev["b"].ptr), ("P", dev["c"].ptr), ("Q", part.n)])
             d.copy_dtoh(part.check_view, dev["first_bad"], 8, s)
-            marks.append(("check", ctx.timing_event(s)))
+            marks.append(("check", ctx.event(s, timing=True)))
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
-        marks.append(("h_ntt", ctx.timing_event(s)))
+        marks.append(("h_ntt", ctx.event(s, timing=True)))
         names = [name.split(":")[0] for name, _, _ in part.plans]
         order = list(dict.fromkeys(names))                 # queries in first-use order
         bases = _Bases(part, order)
@@ -548,7 +544,7 @@ class CudaStages(CpuStages):
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                     d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form="canonical")
-            marks.append((name, ctx.timing_event(s)))
+            marks.append((name, ctx.event(s, timing=True)))
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)
         self._free_device(part)
