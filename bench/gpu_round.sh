@@ -23,6 +23,8 @@ for step in "${@:-all}"; do
     part24k2) timeout 300 python3 bench/bench_gpu_partition.py --log-n 24 --precompute 2 --json "$OUT/part24k2.json" 2>&1 | tee "$OUT/part24k2.log" | tail -40 ;;
     part27) timeout 420 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 ${PART27_OPTS:-} --json "$OUT/part27.json" 2>&1 | tee "$OUT/part27.log" | tail -40 ;;
     msmsweep) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c auto,16,18 --k 1,2,4 --no-check --runs 3 --json "$OUT/msmsweep.json" 2>&1 | tee "$OUT/msmsweep.log" | tail -25 ;;
+    msmprof) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
+                --no-check --runs 2 2>&1 | tee "$OUT/msmprof.log" | grep -v "^ *$" | tail -45 ;;
     msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
     engine24) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine24.json" \
