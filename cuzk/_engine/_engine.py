@@ -21,7 +21,8 @@ from ._interlock import ACQUIRE, RELEASE, Interlock, lock_mode_arg
 from ._timeline import Timeline
 
 __all__ = ["Engine", "EngineKey", "JobFuture", "EngineError", "EngineBusy", "EngineClosed",
-           "PRIORITIES", "priority_arg"]
+           "PRIORITIES", "priority_arg", "THREAD_SHARES", "DEFAULT_THREAD_SHARE",
+           "thread_share_arg", "worker_threads"]
 
 log = logging.getLogger("cuzk.engine")
 
@@ -37,6 +38,50 @@ def priority_arg(priority):
     if isinstance(priority, int) and not isinstance(priority, bool) and priority in _RANK_NAME:
         return priority
     raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, got {priority!r}")
+
+
+#: How the workers' host stages share the CPU pool (``Engine(thread_share=...)``):
+#: ``split``: each worker may use ``threads // workers`` (at least 1);
+#: ``shared``: each worker may use all ``threads`` (no per-worker budget when ``threads`` is
+#: None), and the pool's one queue shares the cores between concurrent calls.
+THREAD_SHARES = ("split", "shared")
+#: The default policy, here only (issue 10: the GPU host measures both; flip it here).
+DEFAULT_THREAD_SHARE = "split"
+
+
+def thread_share_arg(thread_share):
+    """A thread-share policy name (``split`` or ``shared``, any case); ValueError otherwise."""
+    if isinstance(thread_share, str) and thread_share.strip().lower() in THREAD_SHARES:
+        return thread_share.strip().lower()
+    raise ValueError(f"thread_share must be one of {', '.join(THREAD_SHARES)}, "
+                     f"got {thread_share!r}")
+
+
+def worker_threads(thread_share, threads, n_workers):
+    """The ``threads`` value of each worker's host stages under a policy.
+
+    Parameters
+    ----------
+    thread_share : {"split", "shared"}
+    threads : int or None
+        CPU threads of the whole engine (None/0: the whole CPU pool).
+    n_workers : int
+        Workers of the engine (all devices).
+
+    Returns
+    -------
+    int
+        ``split``: ``max(1, (threads or pool_threads()) // n_workers)``; ``shared``: ``threads``,
+        or 0 (the native rule: no budget, the whole pool) when it is None.
+    """
+    from .._args import threads_arg
+    share, t = thread_share_arg(thread_share), threads_arg(threads)
+    if share == "shared":
+        return t
+    if not t:
+        from .._native import _pool
+        t = _pool.pool_threads()
+    return max(1, t // max(1, int(n_workers)))
 
 
 class EngineKey:
@@ -247,6 +292,19 @@ class _WorkerState:
                 "partition": self.partition, "done": self.done}
 
 
+def _pool_bytes(stages):
+    """``{"used": bytes, "reserved": bytes}`` of the stage object's device memory pool (CUDA:
+    cuzk's pool of the device, cuMemPoolGetAttribute, no synchronization), or None without a
+    pool, on a closed pool or after a driver error (a snapshot must not raise)."""
+    pool = getattr(stages, "pool", None)
+    if pool is None:
+        return None
+    try:
+        return {"used": int(pool.used_bytes), "reserved": int(pool.reserved_bytes)}
+    except Exception:
+        return None
+
+
 def _resolve_devices(backend, devices):
     """Device indices for the backend (``"auto"``: every CUDA device, or one CPU)."""
     if backend == "cuda":
@@ -298,10 +356,17 @@ class Engine:
         stages reserve).  None: the backend's default (CUDA: device memory less a margin;
         CPU: unlimited, still counted).
     threads : int or None
-        CPU threads for all workers together (None = all cores); each worker gets
-        ``max(1, threads // workers)``.
+        CPU threads of the host stages (None = the whole CPU pool); how the workers share
+        them is ``thread_share``.
     verify : bool
         Verify every proof before it is returned (``ProofVerificationError`` otherwise).
+    thread_share : {"split", "shared"}, keyword-only
+        ``split`` (the default, :data:`DEFAULT_THREAD_SHARE`): each worker's native calls use at
+        most ``threads // workers`` threads (all devices' workers counted, at least 1).
+        ``shared``: each worker's calls may use all ``threads`` (None: the whole pool); the
+        pool's job queue shares the cores between concurrent calls, so a worker alone in its
+        host stage gets every core.  ``threads_per_worker`` (in ``status()``) is the result,
+        0 meaning the whole pool.
 
     Raises
     ------
@@ -313,10 +378,11 @@ class Engine:
 
     def __init__(self, backend="auto", devices="auto", workers_per_gpu=2, lock_mode="narrow",
                  max_in_flight=None, vram_budget=None, threads=None, verify=True, *,
-                 stages=None, timeline_maxlen=200_000):
+                 thread_share=DEFAULT_THREAD_SHARE, stages=None, timeline_maxlen=200_000):
         from .._args import threads_arg
         from .._backend import resolve_backend
         self.lock_mode = lock_mode_arg(lock_mode)
+        self.thread_share = thread_share_arg(thread_share)
         if int(workers_per_gpu) < 1:
             raise ValueError(f"workers_per_gpu must be >= 1, got {workers_per_gpu}")
         self.workers_per_gpu = int(workers_per_gpu)
@@ -331,9 +397,9 @@ class Engine:
         else:                            # stage objects given (tests: fault injection)
             idx = _resolve_devices("cpu", devices)
         factory = stages if callable(stages) else (lambda i: stages)
-        total_threads = threads_arg(threads) or (os.cpu_count() or 1)
-        n_workers = len(idx) * self.workers_per_gpu
-        self.threads_per_worker = max(1, total_threads // n_workers)
+        self.threads = threads_arg(threads)          # 0: the whole pool
+        self.threads_per_worker = worker_threads(self.thread_share, self.threads,
+                                                 len(idx) * self.workers_per_gpu)
         self.timeline = Timeline(maxlen=timeline_maxlen)
         self._queue = _Queue()
         self._slots = _Slots(None if max_in_flight is None else int(max_in_flight))
@@ -385,8 +451,9 @@ class Engine:
             self.close(cancel_pending=True)
             raise
         log.info("engine: backend %s, %d device(s), %d worker(s) each, lock mode %s, "
-                 "%d thread(s) per worker", self.backend, len(self.devices),
-                 self.workers_per_gpu, self.lock_mode, self.threads_per_worker)
+                 "threads %s per worker (%s)", self.backend, len(self.devices),
+                 self.workers_per_gpu, self.lock_mode, self.threads_per_worker or "all",
+                 self.thread_share)
 
     # ---- keys ---------------------------------------------------------------------------
     def load(self, source, progress=True):
@@ -431,7 +498,7 @@ class Engine:
             with Progress(label, 1 + len(self.devices), enabled=bool(progress)) as bar:
                 if pk is None:
                     from .._params import read_params
-                    pk = read_params(path, threads=self.threads_per_worker * self.workers_per_gpu)
+                    pk = read_params(path, threads=self.threads)   # all the engine's threads
                 bar.update(1)
                 resident = {}
                 try:
@@ -620,12 +687,8 @@ class Engine:
 
     # ---- workers ------------------------------------------------------------------------
     def _worker(self, dev, ws, ctx):
-        # one CPU pool for every worker: without an explicit thread count each worker's host
-        # stages use its share of the pool (cores / workers), not all cores each
-        from .._native import _pool
-        if ctx.threads == 0:
-            n = self.workers_per_gpu * len(self.devices)
-            _pool.set_thread_budget(max(1, _pool.pool_threads() // max(1, n)))
+        # one CPU pool for every worker; ctx.threads carries the thread-share policy
+        # (worker_threads): a count, or 0 = no budget on this thread, i.e. the whole pool
         while True:
             task = self._queue.get()
             if task is None:
@@ -756,8 +819,9 @@ class Engine:
 
     # ---- state --------------------------------------------------------------------------
     def status(self):
-        """A snapshot: devices (workers, budget, locks), keys and where they live, queued
-        partitions per priority, partitions in flight, completed and failed counts."""
+        """A snapshot: devices (workers, budget, locks, and ``pool``: the device memory pool's
+        used and reserved bytes, None on the CPU), keys and where they live, queued partitions
+        per priority, partitions in flight, completed and failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
                      "where": k.where, "in_use": k.in_use} for k in self._keys.values()]
@@ -766,11 +830,13 @@ class Engine:
         return {
             "backend": self.backend, "lock_mode": self.lock_mode, "verify": self.verify,
             "closed": self._closed, "closing": self._closing,
+            "thread_share": self.thread_share, "threads": self.threads,
             "threads_per_worker": self.threads_per_worker,
             "devices": [{"index": dv.index, "label": dv.label,
                          "failed": None if dv.failed is None else str(dv.failed),
                          "workers": [ws.snapshot() for ws in dv.workers],
                          "budget": dv.budget.snapshot() if dv.budget is not None else None,
+                         "pool": _pool_bytes(dv.stages),
                          "locks": dv.interlock.snapshot()} for dv in self.devices],
             "keys": keys, "queued": self._queue.counts(), "in_flight": self._slots.used,
             "max_in_flight": self.max_in_flight, "jobs_pending": jobs,

@@ -1,0 +1,145 @@
+"""Engine(thread_share=...): how the workers' host stages share the one CPU pool (issue 10).
+
+``split``: each worker's native calls get ``threads // workers``; ``shared``: each gets all
+``threads`` (no per-worker budget when threads is None, i.e. the whole pool).  The figures
+are checked where the native code sees them: ``_pool._resolve(ctx.threads)`` called from the
+worker thread itself, so that a per-thread budget set there would show too.
+"""
+import threading
+
+import pytest
+
+import cuzk
+from cuzk._engine._engine import (DEFAULT_THREAD_SHARE, THREAD_SHARES, thread_share_arg,
+                                  worker_threads)
+from cuzk._native import _pool
+from engine_helpers import TIMEOUT, FakeStages, circuit, engine, verify_all
+
+
+def test_thread_share_arg():
+    assert THREAD_SHARES == ("split", "shared")
+    assert DEFAULT_THREAD_SHARE in THREAD_SHARES
+    assert thread_share_arg("Shared ") == "shared"
+    assert thread_share_arg("split") == "split"
+    for bad in ("", "both", None, 1, True):
+        with pytest.raises(ValueError, match="thread_share must be one of split, shared"):
+            thread_share_arg(bad)
+
+
+def test_worker_threads_rule():
+    p = _pool.pool_threads()
+    assert worker_threads("split", 8, 3) == 2
+    assert worker_threads("split", 8, 8) == 1
+    assert worker_threads("split", 1, 4) == 1            # at least one each
+    assert worker_threads("split", None, 2) == max(1, p // 2)
+    assert worker_threads("split", 0, 1) == p
+    assert worker_threads("shared", 8, 3) == 8
+    assert worker_threads("shared", None, 3) == 0        # 0: the whole pool, no budget
+    with pytest.raises(ValueError):
+        worker_threads("split", -1, 2)
+    with pytest.raises(ValueError):
+        worker_threads("spread", 4, 2)
+
+
+def test_engine_rejects_bad_thread_share():
+    with pytest.raises(ValueError, match="thread_share"):
+        cuzk.Engine("cpu", thread_share="half", stages=FakeStages())
+    with pytest.raises(TypeError):                       # keyword-only
+        cuzk.Engine("cpu", "auto", 2, "narrow", None, None, 2, True, "shared")
+
+
+def _seen_threads(share, threads, workers, devices=1):
+    """{worker thread name: _pool._resolve(ctx.threads) inside prepare}, the contexts' and the
+    stage objects' ``threads``, and the status snapshot of an engine over FakeStages."""
+    seen, lock = {}, threading.Lock()
+    barrier = threading.Barrier(workers * devices, timeout=TIMEOUT)
+
+    def on_prepare(part):
+        n = _pool._resolve(part.ctx.threads)
+        with lock:
+            seen[threading.current_thread().name] = n
+        barrier.wait()                   # every worker takes one partition
+
+    stages = [FakeStages(on_prepare=on_prepare) for _ in range(devices)]
+    pk, asg = circuit(4)
+    with engine(devices=devices, workers_per_gpu=workers, stages=stages.__getitem__,
+                threads=threads, thread_share=share, verify=False) as eng:
+        futs = [eng.submit(pk, [asg]) for _ in range(workers * devices)]
+        for f in futs:
+            f.result(TIMEOUT)
+        ctx_threads = {c.threads for dv in eng.devices for c in dv.contexts}
+        st = eng.status()
+    assert len(seen) == workers * devices
+    return set(seen.values()), ctx_threads, st
+
+
+@pytest.mark.parametrize("share,threads,workers,devices,want", [
+    ("split", 4, 2, 1, 2),
+    ("split", 6, 2, 3, 1),
+    ("split", 3, 3, 1, 1),
+    ("shared", 4, 2, 1, 4),
+    ("shared", 6, 2, 3, 6),
+])
+def test_worker_budget_follows_policy(share, threads, workers, devices, want):
+    seen, ctx_threads, st = _seen_threads(share, threads, workers, devices)
+    assert seen == {want}
+    assert ctx_threads == {want}
+    assert st["thread_share"] == share and st["threads"] == threads
+    assert st["threads_per_worker"] == want
+
+
+def test_worker_budget_without_threads():
+    p = _pool.pool_threads()
+    seen, ctx_threads, st = _seen_threads("shared", None, 2)
+    assert seen == {p} and ctx_threads == {0}            # the whole pool for each worker
+    assert st["threads_per_worker"] == 0 and st["threads"] == 0
+    seen, ctx_threads, st = _seen_threads("split", None, 2)
+    assert seen == {max(1, p // 2)} and ctx_threads == {max(1, p // 2)}
+
+
+def test_default_is_the_constant():
+    with engine("cpu", workers_per_gpu=1, threads=1, stages=FakeStages()) as eng:
+        assert eng.thread_share == DEFAULT_THREAD_SHARE
+        assert eng.status()["thread_share"] == DEFAULT_THREAD_SHARE
+
+
+@pytest.mark.parametrize("share", THREAD_SHARES)
+def test_real_stages_follow_policy(share):
+    """The CPU stage object built by the engine (stages_for) and its contexts carry the policy,
+    and proofs under either policy are the bytes of cuzk.prove."""
+    pk, asg = circuit(5)
+    rs = [(3 + i, 5 + i) for i in range(4)]
+    with engine("cpu", workers_per_gpu=2, threads=2, thread_share=share) as eng:
+        want_t = 1 if share == "split" else 2
+        assert eng.devices[0].stages.threads == want_t
+        assert {c.threads for c in eng.devices[0].contexts} == {want_t}
+        proof = eng.submit(pk, [asg] * 4, randomizers=rs).result(TIMEOUT)
+        assert eng.status()["devices"][0]["pool"] is None      # no device memory pool on CPU
+    want = b"".join(cuzk.prove(pk, asg, r, s, backend="cpu", threads=1) for r, s in rs)
+    assert proof == want
+    verify_all(pk, proof, [asg] * 4)
+
+
+class _FakePool:
+    def __init__(self, used, reserved, fail=False):
+        self.used, self.reserved, self.fail = used, reserved, fail
+
+    @property
+    def used_bytes(self):
+        if self.fail:
+            raise ValueError("memory pool is closed")   # what a closed MemPool raises
+        return self.used
+
+    @property
+    def reserved_bytes(self):
+        return self.reserved
+
+
+def test_status_reports_device_pool_bytes():
+    a, b = FakeStages(), FakeStages()
+    a.pool, b.pool = _FakePool(1 << 20, 3 << 20), _FakePool(0, 0, fail=True)
+    stages = [a, b]
+    with engine(devices=2, workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
+        devs = eng.status()["devices"]
+    assert devs[0]["pool"] == {"used": 1 << 20, "reserved": 3 << 20}
+    assert devs[1]["pool"] is None                        # a failing pool never breaks status()
