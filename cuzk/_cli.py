@@ -463,6 +463,9 @@ def _parser():
                    help="coarse,narrow,two-lock (default all)")
     e.add_argument("--devices", type=int, default=None,
                    help="devices to use (CPU backend: simulated devices; default all / 1)")
+    e.add_argument("--thread-share", default=None, metavar="SHARE[,SHARE...]",
+                   help="how the workers share the CPU threads: split (threads / workers each) "
+                        "and/or shared (all threads each), e.g. split,shared (default split)")
     e.add_argument("--priority-mix", action="store_true",
                    help="jobs of mixed priorities (normal 10, critical 1, high 4, low 2)")
     e.add_argument("--trace", default=None, metavar="DIR",

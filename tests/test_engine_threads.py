@@ -143,3 +143,56 @@ def test_status_reports_device_pool_bytes():
         devs = eng.status()["devices"]
     assert devs[0]["pool"] == {"used": 1 << 20, "reserved": 3 << 20}
     assert devs[1]["pool"] is None                        # a failing pool never breaks status()
+
+
+def test_parse_thread_shares():
+    from cuzk._engine._bench import parse_thread_shares, wants_engine_bench
+    assert parse_thread_shares(None) == [DEFAULT_THREAD_SHARE]
+    assert parse_thread_shares("shared") == ["shared"]
+    assert parse_thread_shares("split, shared,split") == ["split", "shared"]
+    for bad in ("", ",", "split,half"):
+        with pytest.raises(ValueError, match="--thread-share"):
+            parse_thread_shares(bad)
+
+    class A:
+        log_n, partitions, thread_share = [14], None, "shared"
+    assert wants_engine_bench(A())
+
+
+def test_bench_cli_thread_share(tmp_path, capsys):
+    import json
+    from cuzk._cli import main
+    out, trace = tmp_path / "b.json", tmp_path / "trace"
+    rc = main(["bench", "--log-n", "4", "--partitions", "3", "--workers-per-gpu", "2",
+               "--lock-mode", "coarse,narrow", "--thread-share", "split,shared",
+               "--backend", "cpu", "--json", str(out), "--trace", str(trace),
+               "--cache-dir", str(tmp_path / "cache"), "--threads", "2"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "share" in text.splitlines()[1] and text.count(" shared ") == 2
+    doc = json.loads(out.read_text())
+    assert doc["thread_shares"] == ["split", "shared"]
+    rows = doc["results"]
+    assert [(r["thread_share"], r["mode"]) for r in rows] == [
+        ("split", "coarse"), ("split", "narrow"), ("shared", "coarse"), ("shared", "narrow")]
+    assert [r["threads_per_worker"] for r in rows] == [1, 1, 2, 2]
+    assert all(r["verified"] and r["bytes_match"] for r in rows)
+    # each thread share is compared with its own coarse row
+    assert [r["speedup_vs_coarse"] == 1.0 for r in rows] == [True, False, True, False]
+    names = {p.name for p in trace.iterdir()}
+    assert {"engine-lg4-narrow-w2-split.json", "engine-lg4-coarse-w2-shared.json"} <= names
+    # one value: the names stay as before
+    rc = main(["bench", "--log-n", "4", "--partitions", "2", "--workers-per-gpu", "1",
+               "--lock-mode", "narrow", "--thread-share", "shared", "--backend", "cpu",
+               "--trace", str(tmp_path / "t1"), "--cache-dir", str(tmp_path / "cache"),
+               "--threads", "2"])
+    assert rc == 0
+    assert "engine-lg4-narrow-w1.json" in {p.name for p in (tmp_path / "t1").iterdir()}
+
+
+def test_bench_cli_bad_thread_share(tmp_path, capsys):
+    from cuzk._cli import main
+    rc = main(["bench", "--log-n", "4", "--thread-share", "split,half", "--backend", "cpu",
+               "--cache-dir", str(tmp_path / "cache")])
+    assert rc == 2
+    assert "--thread-share" in capsys.readouterr().err

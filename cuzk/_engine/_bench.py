@@ -1,5 +1,5 @@
-"""The engine bench (``cuzk bench --lock-mode ... --partitions P ...``): every lock mode and
-worker count on the same inputs in one process, every proof verified.
+"""The engine bench (``cuzk bench --lock-mode ... --partitions P ...``): every lock mode, worker
+count and thread-share policy on the same inputs in one process, every proof verified.
 
 For each size, the circuit comes from ``cuzk._demo``'s cache (keys generated once, reused by
 later runs); the P partitions get fixed randomizers, so every configuration must produce the
@@ -14,14 +14,16 @@ import random
 import sys
 import time
 
+from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
 __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
-           "job_plan", "bench_engine", "format_engine_table", "run_engine_bench"]
+           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table",
+           "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
-                  "priority_mix", "trace")
+                  "priority_mix", "trace", "thread_share")
 
 # (priority, partitions) of the jobs of --priority-mix, cycled: sector proofs (10), a
 # WinningPoSt-like critical partition, WindowPoSt-like high and low jobs
@@ -59,6 +61,20 @@ def parse_workers(text):
     return list(dict.fromkeys(out))
 
 
+def parse_thread_shares(text):
+    """``"split"`` or ``"split,shared"`` -> a list of thread-share policies (None: the
+    engine's default, :data:`cuzk._engine._engine.DEFAULT_THREAD_SHARE`)."""
+    if text is None:
+        return [DEFAULT_THREAD_SHARE]
+    try:
+        out = [thread_share_arg(t) for t in str(text).split(",") if t.strip()]
+    except ValueError as e:
+        raise ValueError(f"--thread-share: {e}") from None
+    if not out:
+        raise ValueError("--thread-share: no policy given")
+    return list(dict.fromkeys(out))
+
+
 def job_plan(partitions, priority_mix=False):
     """``[(priority, n_partitions), ...]`` summing to ``partitions``: jobs of 10 (sector
     proofs), or with ``priority_mix`` the cycle normal 10 / critical 1 / high 4 / low 2."""
@@ -74,12 +90,13 @@ def job_plan(partitions, priority_mix=False):
     return jobs
 
 
-def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, trace, tag):
+def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, trace, tag,
+         share=DEFAULT_THREAD_SHARE):
     from .._verifier import verify
     from ._engine import Engine
     t_start = time.perf_counter()
     with Engine(backend, devices=devices, workers_per_gpu=workers, lock_mode=mode,
-                threads=threads, verify=True) as eng:
+                threads=threads, verify=True, thread_share=share) as eng:
         key = eng.load(pk, progress=False)
         eng.submit(key, [asg], randomizers=[rs[0]]).result()       # warm-up, untimed
         eng.timeline.clear()
@@ -91,6 +108,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         m = eng.timeline.metrics()
         labels = [d.label for d in eng.devices]
         backend_name = eng.backend
+        tpw = eng.threads_per_worker
         if trace:
             os.makedirs(trace, exist_ok=True)
             eng.timeline.write_chrome_trace(os.path.join(trace, f"{tag}.json"))
@@ -100,7 +118,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
                 print(f"  {tag}: no PNG ({e})", file=sys.stderr)
     blob = b"".join(proofs)
     ok = all(verify(pk.vk, blob[i:i + 192], public) for i in range(0, len(blob), 192))
-    return {"mode": mode, "workers": workers, "devices": len(labels), "device_labels": labels,
+    return {"mode": mode, "workers": workers, "thread_share": share,
+            "threads_per_worker": tpw, "devices": len(labels), "device_labels": labels,
             "backend": backend_name, "partitions": m["partitions"],
             "s_per_partition": m["s_per_partition"], "partitions_per_s": m["partitions_per_s"],
             "s_per_10_partitions": m["s_per_proof"], "gpu_efficiency": m["gpu_efficiency"],
@@ -112,15 +131,19 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
 
 
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
-                 threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False):
-    """Run every (workers, mode) configuration on the same P partitions of one size.
+                 threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
+                 shares=(DEFAULT_THREAD_SHARE,)):
+    """Run every (thread share, workers, mode) configuration on the same P partitions of one
+    size.
 
     Returns
     -------
     list of dict
         One row per configuration (see :func:`format_engine_table` for the fields), each
         with ``verified``, ``bytes_match`` and ``speedup_vs_coarse`` (None without a coarse
-        row of the same worker count).
+        row of the same worker count and thread share).  Trace files are named
+        ``engine-lg{log_n}-{mode}-w{workers}``, with ``-{share}`` appended when more than one
+        thread share is benched.
     """
     from .._demo import _load_or_regenerate
     _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
@@ -128,30 +151,36 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     from .._stages import R_MODULUS
     rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(partitions)]
     jobs = job_plan(partitions, priority_mix)
+    shares = list(shares)
     rows = []
-    for w in workers:
-        for mode in modes:
-            tag = f"engine-lg{log_n}-{mode}-w{w}"   # file names: letters, digits, - . _
-            if not quiet:
-                print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
-            row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace, tag)
-            row["log_n"] = log_n
-            row["constraints"] = int(asg.a.shape[0])
-            rows.append(row)
+    for share in shares:
+        for w in workers:
+            for mode in modes:
+                tag = f"engine-lg{log_n}-{mode}-w{w}"   # file names: letters, digits, - . _
+                if len(shares) > 1:
+                    tag += f"-{share}"
+                if not quiet:
+                    print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
+                row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace,
+                           tag, share)
+                row["log_n"] = log_n
+                row["constraints"] = int(asg.a.shape[0])
+                rows.append(row)
     ref = rows[0]["sha256"] if rows else None
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref
-        base = next((r for r in rows if r["mode"] == "coarse" and r["workers"] == row["workers"]),
-                    None)
+        base = next((r for r in rows if r["mode"] == "coarse" and r["workers"] == row["workers"]
+                     and r["thread_share"] == row["thread_share"]), None)
         row["speedup_vs_coarse"] = (row["partitions_per_s"] / base["partitions_per_s"]
                                     if base and base["partitions_per_s"] else None)
     return rows
 
 
 def format_engine_table(rows):
-    """The bench table: mode, workers, s/partition, throughput, GPU efficiency, kernel busy,
-    gap counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
-    head = (f"{'log_n':>5s} {'mode':>9s} {'workers':>7s} {'s/part':>9s} {'part/s':>8s} "
+    """The bench table: mode, workers, thread share, s/partition, throughput, GPU efficiency,
+    kernel busy, gap counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
+    head = (f"{'log_n':>5s} {'mode':>9s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
+            f"{'part/s':>8s} "
             f"{'s/10part':>9s} {'gpu_eff':>7s} {'busy':>6s} {'gaps <50ms/50-500/>500':>23s} "
             f"{'vs coarse':>9s} {'verified':>8s}")
     lines = [head, "-" * len(head)]
@@ -160,7 +189,8 @@ def format_engine_table(rows):
         gaps = f"{g['lt_50ms']}/{g['50_500ms']}/{g['gt_500ms']}"
         sp = f"{r['speedup_vs_coarse']:.2f}x" if r.get("speedup_vs_coarse") else "-"
         spp = r["s_per_partition"] or 0.0
-        lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r['workers']:>7d} {spp:9.4f} "
+        share = r.get("thread_share", DEFAULT_THREAD_SHARE)
+        lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r['workers']:>7d} {share:>6s} {spp:9.4f} "
                      f"{r['partitions_per_s']:8.2f} {(r['s_per_10_partitions'] or 0):9.3f} "
                      f"{r['gpu_efficiency']:7.1%} {r['kernel_busy']:6.1%} {gaps:>23s} "
                      f"{sp:>9s} {('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
@@ -174,6 +204,7 @@ def run_engine_bench(args):
         raise ValueError(f"unknown circuit {args.circuit!r}; known: porep-like")
     modes = parse_modes(getattr(args, "lock_mode", None))
     workers = parse_workers(getattr(args, "workers_per_gpu", None))
+    shares = parse_thread_shares(getattr(args, "thread_share", None))
     partitions = getattr(args, "partitions", None) or 10
     devices = getattr(args, "devices", None) or "auto"
     cache = getattr(args, "cache_dir", None)
@@ -182,7 +213,7 @@ def run_engine_bench(args):
         rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
                              devices=devices, threads=args.threads,
                              priority_mix=bool(getattr(args, "priority_mix", False)),
-                             trace=getattr(args, "trace", None), cache=cache)
+                             trace=getattr(args, "trace", None), cache=cache, shares=shares)
     be = rows[0]["backend"] if rows else args.backend
     labels = ", ".join(rows[0]["device_labels"]) if rows else ""
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
@@ -192,7 +223,8 @@ def run_engine_bench(args):
         from .._io import atomic_write
         doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
                "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-               "backend": be, "threads": args.threads, "partitions": partitions,
+               "backend": be, "threads": args.threads, "thread_shares": shares,
+               "partitions": partitions,
                "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows}
         atomic_write(args.json, json.dumps(doc, indent=1) + "\n")
     return 0 if all(r["verified"] and r["bytes_match"] for r in rows) else 1
