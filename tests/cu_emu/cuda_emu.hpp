@@ -47,6 +47,22 @@ inline unsigned __brev(unsigned x)
 }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }  // 1 + index of the lowest set bit, 0 for 0
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+// Warp intrinsics.  The emulator runs each CUDA thread as its own fiber with no SIMT
+// convergence, so the lanes "now executing together" are the calling lane alone: a valid
+// answer of __activemask on a GPU too (independent thread scheduling), and the only mask the
+// *_sync intrinsics below accept.
+inline unsigned emu_lane_bit() { return 1u << (threadIdx.x & 31u); }
+unsigned emu_check_mask(unsigned mask, const char* what);
+inline unsigned __activemask() { return emu_lane_bit(); }
+inline unsigned __match_any_sync(unsigned mask, unsigned) { return emu_check_mask(mask, "__match_any_sync"); }
+inline unsigned __shfl_sync(unsigned mask, unsigned v, int src)
+{
+    emu_check_mask(mask, "__shfl_sync");
+    if ((unsigned)src != (threadIdx.x & 31u)) emu_check_mask(0, "__shfl_sync source lane");
+    return v;
+}
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 // Device-wide atomics: blocks run concurrently on host worker threads.
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

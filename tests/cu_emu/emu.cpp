@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -64,6 +65,18 @@ thread_local uint32_t emu_cf;  // the carry flag of cuzk/cu/ff/carry.cuh's host 
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 thread_local void* emu_dyn_smem;
+
+// The *_sync warp intrinsics of cuda_emu.hpp: any mask other than the calling lane's own bit
+// names lanes this emulator never runs together, a bug in the emulated kernel or in the
+// emulator's assumptions; fail loudly.
+unsigned emu_check_mask(unsigned mask, const char* what)
+{
+    if (mask != emu_lane_bit()) {
+        std::fprintf(stderr, "cuda_emu: %s with mask 0x%08x from lane %u\n", what, mask, threadIdx.x & 31u);
+        std::abort();
+    }
+    return mask;
+}
 
 // ---------------------------------------------------------------- harness kernels
 

@@ -77,6 +77,14 @@ CUZK_DEVICE void for_each_digit(const uint32_t s[8], uint32_t c, uint32_t W, F f
     }
 }
 
+// Warp-aggregated bucket atomics.  Skewed scalars send most digits to a few buckets (bits90:
+// 45 % of all scalars are 1, i.e. bucket 0 of window 0), and atomics on one address serialize
+// in L2 (~1 per clock), so the lanes of a warp that hit the same bucket add once: the lanes now
+// executing (__activemask) are grouped by bucket (__match_any_sync), the lowest lane of a group
+// updates the counter for all of it.  Blocks are 1-D with blockDim.x a multiple of 32.
+CUZK_DEVICE uint32_t lane_id() { return threadIdx.x & 31u; }
+CUZK_DEVICE uint32_t bucket_peers(uint32_t b) { return __match_any_sync(__activemask(), b); }
+
 // counts[(w mod Wk)·2^(c−1) + m − 1] += 1 for every scalar i < n and non-zero digit ±m of
 // window w.
 CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c, uint32_t W,
@@ -86,13 +94,17 @@ CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, ui
         uint32_t s[8];
         load_scalar(s, scalars, i, mont);
         for_each_digit(s, c, W, [&](uint32_t w, uint32_t m, bool) {
-            atomicAdd(counts + (((uint64_t)(w % Wk)) << (c - 1)) + m - 1, 1u);
+            const uint32_t b = ((w % Wk) << (c - 1)) + m - 1;     // < nb < 2^32
+            const uint32_t peers = bucket_peers(b);
+            if (lane_id() == __ffs(peers) - 1) atomicAdd(counts + b, (uint32_t)__popc(peers));
         });
     }
 }
 
 // entries[off[b] + counts[b]−−  − 1] = (copy·N + point) | NEG_BIT·(d < 0) for every entry of
 // count(); point = idx[i] (an indexed MSM) or i (idx null), copy = w / Wk.  Leaves counts 0.
+// A group of g lanes on bucket b takes counts[b] down by g at once; lane of rank j in it
+// (lanes numbered from the lowest) writes position old − 1 − j.
 CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* off, const uint32_t* scalars,
                          const uint32_t* idx, uint32_t n, uint32_t N, uint32_t c, uint32_t W, uint32_t Wk,
                          uint32_t mont)
@@ -102,9 +114,13 @@ CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* of
         load_scalar(s, scalars, i, mont);
         const uint32_t pt = idx ? idx[i] : i;
         for_each_digit(s, c, W, [&](uint32_t w, uint32_t m, bool neg) {
-            const uint64_t b = (((uint64_t)(w % Wk)) << (c - 1)) + m - 1;
-            const uint32_t left = atomicAdd(counts + b, 0xffffffffu);   // counts[b]−−, old value
-            entries[off[b] + left - 1] = (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u);
+            const uint32_t b = ((w % Wk) << (c - 1)) + m - 1;
+            const uint32_t peers = bucket_peers(b), lane = lane_id();
+            const uint32_t leader = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1u));
+            uint32_t left = 0;                                           // counts[b] before the group
+            if (lane == leader) left = atomicAdd(counts + b, 0u - (uint32_t)__popc(peers));
+            left = __shfl_sync(peers, left, leader);
+            entries[off[b] + left - 1 - rank] = (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u);
         });
     }
 }
