@@ -25,6 +25,14 @@ for step in "${@:-all}"; do
     msmsweep) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c auto,16,18 --k 1,2,4 --no-check --runs 3 --json "$OUT/msmsweep.json" 2>&1 | tee "$OUT/msmsweep.log" | tail -25 ;;
     msmprof) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --no-check --runs 2 2>&1 | tee "$OUT/msmprof.log" | grep -v "^ *$" | tail -45 ;;
+    msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
+    msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
+                --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;
+    msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \
+                --no-check --runs 3 --json "$OUT/msm27.json" 2>&1 | tee "$OUT/msm27.log" | tail -16 ;;
+    engine24s) timeout 480 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3,4 \
+                --lock-mode coarse,narrow,two-lock --thread-share split,shared --backend cuda --json "$OUT/engine24s.json" \
+                2>&1 | tee "$OUT/engine24s.log" | tail -30 ;;
     msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
     engine24) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine24.json" \
