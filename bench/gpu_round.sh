@@ -33,6 +33,13 @@ for step in "${@:-all}"; do
     engine24s) timeout 480 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3,4 \
                 --lock-mode coarse,narrow,two-lock --thread-share split,shared --backend cuda --json "$OUT/engine24s.json" \
                 2>&1 | tee "$OUT/engine24s.log" | tail -30 ;;
+    eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
+                --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "$OUT/trace24" 2>&1 | tail -12 ;;
+    eng24w1) timeout 80 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1 --lock-mode coarse \
+                --backend cuda --json "$OUT/eng24w1.json" 2>&1 | tail -6 ;;
+    soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \
+                --lock-mode narrow --sample-every 20 --json "$OUT/soak16.json" 2>&1 | tail -30 ;;
+    enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
     msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
     engine24) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine24.json" \
