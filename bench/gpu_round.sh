@@ -35,6 +35,8 @@ for step in "${@:-all}"; do
                 2>&1 | tee "$OUT/engine24s.log" | tail -30 ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
+    eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \
+                --backend cuda --json "$OUT/eng24n.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -6 ;;
     eng24w1) timeout 80 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1 --lock-mode coarse \
                 --backend cuda --json "$OUT/eng24w1.json" 2>&1 | tail -6 ;;
     soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \

@@ -40,6 +40,7 @@ QUERIES = {"h": ("h", "g1"), "l": ("l", "g1"), "a": ("a", "g1"), "b_g1": ("b_g1"
            "b_g2": ("b_g2", "g2")}
 _POINT_BYTES = {"g1": 96, "g2": 192}
 _FR = 32
+_TAIL_SLACK = 0.2        # warm(): staging beyond a, b, c for the tails, bitmaps and indices
 _STAGE_CHUNK = 64 << 20          # pinned staging chunk for key uploads
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
@@ -77,7 +78,9 @@ class _Pinned:
         with self._lock:
             if self.buf is None or self.buf.nbytes < nbytes:
                 self._drop()
-                self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
+                # with headroom: a pinned allocation takes ~0.4 s/GB and stalls the driver
+                # for the other workers too, so a partition a little larger must not regrow it
+                self.buf = _driver().PinnedBuffer(max(nbytes + nbytes // 8, 4096), self.device)
             return self.buf
 
     def warm(self, nbytes):
@@ -442,11 +445,25 @@ class CudaStages(CpuStages):
         self.pool.trim(0)
 
     def warm(self, ctx, key):
-        """Pinned staging for a, b, c of the key's domain (the bulk of a partition's uploads;
-        tails and bitmaps are ~10 % of it and grow the buffer on first need), and the result
-        slab."""
-        ctx.staging.warm(3 * key.pk.domain_size * _FR + (64 << 20))
+        """Size ``ctx`` for partitions of ``key`` before the first one: pinned staging for a, b,
+        c of the key's domain plus ``_TAIL_SLACK`` of it for the tails, bitmaps and indices
+        (PoRep-shaped witnesses need ~11 %), the result slab, and the device pool grown by
+        what a partition allocates on the upload stream (a, b, c, H's output and the H MSM's
+        scratch; freed at once, the pool keeps it).  Measured on the H200 (2^24, narrow, two
+        workers): without this, each worker's first upload took 0.85–0.92 s instead of
+        0.07 s — a pinned allocation of the full staging size in the first partition."""
+        n = key.pk.domain_size
+        abc = 3 * n * _FR
+        ctx.staging.warm(abc + int(abc * _TAIL_SLACK) + (64 << 20))
         ctx.results.warm(1 << 20)
+        from .. import _cuda_msm
+        try:
+            h = _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=key.pk.h.shape[0], **key.h_plan_args)
+            nbytes = abc + n * _FR + h.scratch_bytes
+            self.pool.alloc(nbytes, ctx.upload).free(ctx.upload)
+            ctx.upload.synchronize()
+        except Exception as e:      # a warm-up only: a partition that needs the memory will say
+            log.info("warm-up of %s: the device pool was not grown (%s)", ctx.name, e)
 
     def _validate(self, part, check):
         """Shapes on the host; the row check a∘b = c runs on the GPU (``run``), on a, b, c that
