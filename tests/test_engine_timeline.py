@@ -50,6 +50,9 @@ def test_metrics_exact():
     assert m["gpu_efficiency"] == pytest.approx((eff0 + eff1) / 2)
     busy0 = (1.0 + 0.5 + 0.8) / wall                # the reported gpu:region replaces 0.98
     assert m["kernel_busy"] == pytest.approx((busy0 + eff1) / 2)
+    # steady span: device 0 from 1.0 to 4.0, device 1 from 1.0 to 4.0 (fill and drain left out)
+    assert m["steady_gpu_efficiency"] == pytest.approx(((1.0 + 0.98 + 0.8) / 3.0 + 2.0 / 3.0) / 2)
+    assert m["steady_kernel_busy"] == pytest.approx(((1.0 + 0.5 + 0.8) / 3.0 + 2.0 / 3.0) / 2)
     assert m["gaps"]["lt_50ms"] == 1 and m["gaps"]["50_500ms"] == 1 and m["gaps"]["gt_500ms"] == 1
     assert m["gaps"]["total_s"] == pytest.approx(0.02 + 0.2 + 1.0)
     med = m["stage_median_s"]

@@ -139,7 +139,10 @@ class Timeline:
             completion), ``partitions_per_s``, ``s_per_partition``, ``s_per_proof`` (for
             ``partitions_per_proof`` partitions), ``gpu_efficiency`` (merged kernel-region
             time over wall, averaged over devices), ``kernel_busy`` (reported kernel seconds
-            over wall, averaged over devices), ``gaps`` (histogram of the idle gaps between
+            over wall, averaged over devices), ``steady_gpu_efficiency`` and
+            ``steady_kernel_busy`` (the same over each device's steady span, from its first
+            kernel region's start to its last one's end: the pipeline fill before the first
+            region and the drain after the last are left out), ``gaps`` (histogram of the idle gaps between
             merged kernel regions, per :data:`GAP_BINS`, plus ``total_s``),
             ``stage_median_s`` (per stage and per ``part.timings`` key), ``lock_wait_median_s``
             and ``lock_wait_total_s`` per lock.
@@ -159,15 +162,20 @@ class Timeline:
         m["s_per_proof"] = (m["s_per_partition"] * partitions_per_proof if ok else None)
         regions = self.kernel_regions(recs)
         devices = sorted({r.device for r in parts} | set(regions))
-        effs, busy = [], []
+        effs, busy, s_effs, s_busy = [], [], [], []
         gaps = {name: 0 for name, _, _ in GAP_BINS}
         gaps["total_s"] = 0.0
         for d in devices:
             rs = regions.get(d, [])
             merged = merge_intervals([(a, b) for a, b, _ in rs])
+            covered, kernel_s = sum(b - a for a, b in merged), sum(k for _, _, k in rs)
             if wall > 0:
-                effs.append(sum(b - a for a, b in merged) / wall)
-                busy.append(min(1.0, sum(k for _, _, k in rs) / wall))
+                effs.append(covered / wall)
+                busy.append(min(1.0, kernel_s / wall))
+            span = merged[-1][1] - merged[0][0] if merged else 0.0
+            if span > 0:
+                s_effs.append(covered / span)
+                s_busy.append(min(1.0, kernel_s / span))
             for (_, b), (a, _) in zip(merged, merged[1:]):
                 g = a - b
                 gaps["total_s"] += g
@@ -177,6 +185,8 @@ class Timeline:
         m["devices"] = len(devices)
         m["gpu_efficiency"] = statistics.fmean(effs) if effs else 0.0
         m["kernel_busy"] = statistics.fmean(busy) if busy else 0.0
+        m["steady_gpu_efficiency"] = statistics.fmean(s_effs) if s_effs else 0.0
+        m["steady_kernel_busy"] = statistics.fmean(s_busy) if s_busy else 0.0
         m["gaps"] = gaps
         per = defaultdict(list)
         for r in recs:
