@@ -7,9 +7,10 @@ Every native function that takes ``threads`` runs its parallel loops on one pers
 means at most k threads (the caller included); ``threads=None`` or ``0`` means the calling
 thread's budget (:func:`set_thread_budget`), or the whole pool when none is set.
 
-An engine with N worker threads gives each of them ``pool_threads() // N`` (at least 1) by
-calling ``set_thread_budget`` once at the top of the worker's thread function; several
-workers then share the pool instead of each starting one thread per core.
+An engine passes each worker's thread count explicitly (``Engine(thread_share="split")``:
+``pool_threads() // N`` for N workers; ``"shared"``: all of them); several workers then share
+the pool instead of each starting one thread per core.  ``set_thread_budget`` sets the
+default for one OS thread's calls.
 """
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int64_t, uint64_t
