@@ -42,6 +42,9 @@ for step in "${@:-all}"; do
     soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \
                 --lock-mode narrow --sample-every 20 --json "$OUT/soak16.json" 2>&1 | tail -30 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
+    msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
+                --c 16,18,20,22 --k 1,4 --balance bucket,flat --no-check --runs 3 --json "$OUT/msmflat.json" 2>&1 \
+                | tee "$OUT/msmflat.log" | grep -v "^msm " | tail -50 ;;
     msmfull) timeout 400 python3 bench/bench_gpu_msm.py --json "$OUT/msm.json" 2>&1 | tee "$OUT/msmfull.log" | tail -40 ;;
     engine24) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine24.json" \

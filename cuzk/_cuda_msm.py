@@ -34,7 +34,7 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS",
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
            "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
@@ -46,6 +46,12 @@ _GROUPS = ("g1", "g2")
 # segment sums) costs more than the windows it saves, which this cost model does not see.
 _C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 16
 _SEGMENT = 64              # default entries per segment (bench: --segment)
+# Level 0's work split (bench: --balance): "bucket" = one thread per bucket-relative segment of
+# <= S entries (measured default); "flat" = one thread per S consecutive sorted entries, cut at
+# bucket boundaries (msm.cuh chunk_sums), equal work per thread.  Not yet timed on a GPU:
+# predicted to matter at c >= 18 where buckets are Poisson-sized (bench/RESULTS.md, session 4).
+BALANCES = ("bucket", "flat")
+_BALANCE = "bucket"
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
@@ -95,9 +101,12 @@ def _window_split(c, Wk, sm_count):
     return P, segs
 
 
-def _levels(m, S):
-    """Segment steps until every bucket holds <= 1 sum, m = the most items one bucket can get."""
-    levels, m = 1, -(-m // S)
+def _levels(m, S, flat=False):
+    """Segment steps until every bucket holds <= 1 sum, m = the most items one bucket can get.
+    ``flat``: level 0 cuts at global multiples of S, so a bucket can get one piece more
+    (ceil(m/S) + 1: a bucket of <= S entries may straddle a chunk boundary)."""
+    m = max(int(m), 1)
+    levels, m = 1, (-(-m // S) + 1 if m > 1 else 1) if flat else -(-m // S)
     while m > 1:
         m, levels = -(-m // S), levels + 1
     return levels
@@ -121,15 +130,17 @@ class MsmPlan:
 
     __slots__ = ("n", "npoints", "group", "c", "W", "k", "Wk", "H", "nb", "S", "levels", "P", "segs",
                  "scan_threads", "ntiles", "host_rows", "buffers", "scratch_bytes", "precompute_bytes", "indexed", "device",
-                 "sm_count")
+                 "sm_count", "balance")
 
     def __repr__(self):
         return (f"MsmPlan(n={self.n}, npoints={self.npoints}, group={self.group!r}, c={self.c}, "
-                f"W={self.W}, k={self.k}, Wk={self.Wk}, S={self.S}, levels={self.levels}, P={self.P}, "
+                f"W={self.W}, k={self.k}, Wk={self.Wk}, S={self.S}, balance={self.balance!r}, "
+                f"levels={self.levels}, P={self.P}, "
                 f"scratch_bytes={self.scratch_bytes}, precompute_bytes={self.precompute_bytes})")
 
 
-def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None):
+def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
+             balance=None):
     """Plan an MSM of ``n`` scalars over ``npoints`` resident bases.
 
     Parameters
@@ -149,6 +160,8 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         Precomputed copies of the bases (``precompute_bases``); 1: none.
     segment : int or None
         Entries per segment S >= 2 (None: 64).
+    balance : {"bucket", "flat"} or None
+        Level 0's work split (``BALANCES``; None: ``"bucket"``).
 
     Raises
     ------
@@ -173,6 +186,9 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
     if S < 2:
         raise ValueError(f"segment must be >= 2, got {S}")
+    balance = _BALANCE if balance is None else balance
+    if balance not in BALANCES:
+        raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     c = window_bits(n, k) if c is None else int(c)
     if not _C_MIN <= c <= _C_MAX:
         raise ValueError(f"c must be in {_C_MIN}..{_C_MAX}, got {c}")
@@ -188,7 +204,8 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     p = MsmPlan()
     p.n, p.npoints, p.group, p.c, p.W, p.k, p.Wk, p.H, p.nb, p.S = n, N, group, c, W, k, Wk, H, nb, S
     p.indexed, p.device, p.sm_count = bool(indexed), device, int(device.sm_count)
-    p.levels = _levels(max(n, 1) * k, S)
+    p.balance = balance
+    p.levels = _levels(max(n, 1) * k, S, flat=balance == "flat")
     p.P, p.segs = _window_split(c, Wk, p.sm_count)
     p.host_rows = Wk * p.P if n else 0
     xyzz = XYZZ_WORDS[group] * 8
@@ -228,9 +245,10 @@ def _scan_threads(nb):
     return min(1024, max(32, _pow2_floor(-(-nb // 16))))
 
 
-def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None):
-    """Enqueue d_out[b] = Σ_{b'<b} counts[b'] (``counts``) or Σ ceil((off[b'+1] − off[b'])/S) (``off``),
-    b <= nb: tile totals, their scan (one block), the tiles again."""
+def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
+    """Enqueue d_out[b] = Σ_{b'<b} counts[b'] (``counts``) or Σ ceil((off[b'+1] − off[b'])/S) (``off``;
+    ``flat``: the pieces of a flat level 0), b <= nb: tile totals, their scan (one block), the tiles
+    again."""
     nb, K, T, nt = plan.nb, _SCAN_ITEMS, plan.scan_threads, plan.ntiles
     tile_off = d_tiles + 8 * nt
     if counts is not None:
@@ -238,7 +256,8 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None):
                                               shmem=8 * T)
     else:
         st.fn("cuzk_msm_tiles_segments").launch(
-            s, nt, T, [("P", d_tiles), ("P", off), ("I", nb), ("I", plan.S), ("I", K)], shmem=8 * T)
+            s, nt, T, [("P", d_tiles), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", int(flat))],
+            shmem=8 * T)
     tb = _scan_threads(nt)
     st.fn("cuzk_msm_scan_block").launch(s, 1, tb, [("P", tile_off), ("P", d_tiles), ("I", nt)], shmem=8 * tb)
     if counts is not None:
@@ -246,8 +265,8 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None):
             s, nt, T, [("P", d_out), ("P", tile_off), ("P", counts), ("I", nb), ("I", K), ("I", nt)], shmem=8 * T)
     else:
         st.fn("cuzk_msm_apply_segments").launch(
-            s, nt, T, [("P", d_out), ("P", tile_off), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", nt)],
-            shmem=8 * T)
+            s, nt, T, [("P", d_out), ("P", tile_off), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", nt),
+                       ("I", int(flat))], shmem=8 * T)
 
 
 def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont):
@@ -335,11 +354,12 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]
         bound = dict(plan.buffers)["sums_a"] // (rows * 8)
+        flat = plan.balance == "flat"
         for level in range(plan.levels):
-            _scan(st, s, plan, seg, ptr["tiles"], off=off)
+            _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0)
             grid = _grid(bound, _SUM_THREADS, sm, 8)
             if level == 0:
-                st.fn("cuzk_msm_sum_points_" + g).launch(
+                st.fn(("cuzk_msm_sum_points_flat_" if flat else "cuzk_msm_sum_points_") + g).launch(
                     s, grid, _SUM_THREADS, [("P", sums), ("P", seg), ("P", off), ("P", ptr["entries"]),
                                             ("P", d_points_ptr), ("I", nb), ("I", S)])
             else:
@@ -421,13 +441,14 @@ def _at_least_r(s):
     return np.flatnonzero(ge | eq)
 
 
-def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment):
+def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
     n, N = scalars.shape[0], points.shape[0]
     if n == 0 or N == 0:
         return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
     d = _driver()
     st = _state(device)
-    plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment)
+    plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,
+                    balance=balance)
     s = stream if stream is not None else st.streams()[0]
     bufs = []
 
@@ -464,22 +485,23 @@ def _check_idx(idx, n, N):
     return idx.astype(np.uint32)
 
 
-def _msm(group, points, scalars, device, stream, c, scalar_form, k, segment):
+def _msm(group, points, scalars, device, stream, c, scalar_form, k, segment, balance=None):
     points = _check_points(points, group)
     scalars = _check_scalars(scalars, scalar_form)
     if points.shape[0] != scalars.shape[0]:
         raise ValueError(f"points and scalars differ in length: {points.shape[0]} vs {scalars.shape[0]}")
-    return _run(group, points, scalars, None, device, stream, c, scalar_form, k, segment)
+    return _run(group, points, scalars, None, device, stream, c, scalar_form, k, segment, balance)
 
 
-def _msm_indexed(group, points, scalars, idx, device, stream, c, scalar_form, k, segment):
+def _msm_indexed(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
     points = _check_points(points, group)
     scalars = _check_scalars(scalars, scalar_form)
     idx = _check_idx(idx, scalars.shape[0], points.shape[0])
-    return _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment)
+    return _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance)
 
 
-def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None):
+def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None,
+           balance=None):
     """Σ scalars[i]·points[i] over G1 on the GPU (uploads, enqueues, synchronizes).
 
     Parameters
@@ -491,7 +513,7 @@ def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canon
     device : Device, int or None
     stream : Stream or None
         None: a stream private to the calling thread.
-    c, k, segment
+    c, k, segment, balance
         As ``msm_plan`` (k > 1: the copies are precomputed for this call).
     scalar_form : {"canonical", "montgomery"}
 
@@ -506,25 +528,26 @@ def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canon
     ValueError
         Bad shapes or dtypes, lengths that differ, a scalar out of range for its form.
     """
-    return _msm("g1", points, scalars, device, stream, c, scalar_form, k, segment)
+    return _msm("g1", points, scalars, device, stream, c, scalar_form, k, segment, balance)
 
 
 def msm_g1_indexed(points, scalars, idx, device=None, stream=None, c=None, scalar_form="canonical", k=1,
-                   segment=None):
+                   segment=None, balance=None):
     """Σ scalars[i]·points[idx[i]] over G1 on the GPU (the prover's tail MSMs): the bytes of
     ``cuzk._native._msm.msm_indexed(points, scalars, idx, "g1")``.  ``points`` uint64 (N, 12),
     ``scalars`` uint64 (n, 4), ``idx`` integer (n,) in [0, N); other parameters as ``msm_g1``.
     ValueError for an index outside [0, N)."""
-    return _msm_indexed("g1", points, scalars, idx, device, stream, c, scalar_form, k, segment)
+    return _msm_indexed("g1", points, scalars, idx, device, stream, c, scalar_form, k, segment, balance)
 
 
-def msm_g2(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None):
+def msm_g2(points, scalars, device=None, stream=None, c=None, scalar_form="canonical", k=1, segment=None,
+           balance=None):
     """``msm_g1`` over G2: ``points`` uint64 (n, 24) affine Montgomery G2 (x.c0, x.c1, y.c0,
     y.c1), returns uint64 (24,), the bytes of ``cuzk._native._msm.msm(points, scalars, "g2")``."""
-    return _msm("g2", points, scalars, device, stream, c, scalar_form, k, segment)
+    return _msm("g2", points, scalars, device, stream, c, scalar_form, k, segment, balance)
 
 
 def msm_g2_indexed(points, scalars, idx, device=None, stream=None, c=None, scalar_form="canonical", k=1,
-                   segment=None):
+                   segment=None, balance=None):
     """``msm_g1_indexed`` over G2 (points uint64 (N, 24), result uint64 (24,))."""
-    return _msm_indexed("g2", points, scalars, idx, device, stream, c, scalar_form, k, segment)
+    return _msm_indexed("g2", points, scalars, idx, device, stream, c, scalar_form, k, segment, balance)

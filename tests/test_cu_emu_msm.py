@@ -225,6 +225,58 @@ def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"k={k} c={c} {kind}"
 
 
+FLAT_CASES = [(kind, 97, 5, 64) for kind in KINDS] + [
+    ("uniform", 1, None, 64), ("uniform", 300, 3, 2), ("uniform", 300, 3, 7), ("bits90", 256, 6, 3),
+    ("ones", 150, 4, 5), ("equal", 130, 2, 3), ("real_tail", 211, 9, 4), ("single", 64, 11, 2),
+    ("uniform", 200, 12, 64)]   # c = 12 at n = 200: mostly empty buckets, pieces skip them
+
+
+@pytest.mark.parametrize("kind,n,c,segment", FLAT_CASES,
+                         ids=[f"{k}-n{n}-c{c}-S{s}" for k, n, c, s in FLAT_CASES])
+def test_msm_g1_flat_balance_matches_cpu(gpu_msm, rng, kind, n, c, segment):
+    """Level 0 split into equal chunks of S sorted entries cut at bucket boundaries (balance
+    "flat"): the same bytes as the CPU for every distribution, tiny chunks (many pieces per
+    bucket, several levels) and mostly empty buckets."""
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, kind)
+    got = gpu_msm.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance="flat", scalar_form="montgomery")
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"flat {kind} n={n} c={c} S={segment}"
+
+
+def test_msm_flat_balance_indexed_precomputed_g2(gpu_msm, rng):
+    """Flat level 0 with an indexed MSM over precomputed copies, G1 and (if built) G2."""
+    rnd = random.Random(12)
+    pts = points("g1", 40, seed=3)
+    idx = np.array([rnd.randrange(40) for _ in range(150)], dtype=np.uint32)
+    sc = dist_scalars(rng, 150, "real_tail")
+    want = cpu_msm(pts, sc, "g1", idx)
+    assert np.array_equal(gpu_msm.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4, balance="flat"), want)
+    if _g2_ready():
+        p2 = points("g2", 16, seed=5)
+        i2 = np.array([rnd.randrange(16) for _ in range(40)], dtype=np.uint32)
+        s2 = dist_scalars(rng, 40, "bits90")
+        got = gpu_msm.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3, balance="flat")
+        assert np.array_equal(got, cpu_msm(p2, s2, "g2", i2))
+
+
+def test_flat_plan_levels(gpu_msm):
+    """A flat level 0 can leave one piece more per bucket: one level more at most, never fewer."""
+    M = gpu_msm
+    for n in (1, 2, 3, 64, 65, 100, 4096, 1 << 20, 1 << 24):
+        for S in (2, 3, 64):
+            a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S)
+            b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="flat")
+            assert a.balance == "bucket" and b.balance == "flat"
+            assert a.levels <= b.levels <= a.levels + 1
+            m, lv = n, 1                        # the reference: pieces ceil(m/S) + 1 after level 0
+            m = -(-m // S) + 1 if m > 1 else 1
+            while m > 1:
+                m, lv = -(-m // S), lv + 1
+            assert b.levels == lv
+    with pytest.raises(ValueError, match="balance"):
+        M.msm_plan(10, "g1", None, balance="even")
+
+
 def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
     """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed."""
     rnd = random.Random(9)

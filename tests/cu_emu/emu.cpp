@@ -144,6 +144,7 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_batch_add_g1), EMU_KERNEL(cuzk_batch_add_g2),
     EMU_KERNEL(cuzk_fixed_base_g1), EMU_KERNEL(cuzk_fixed_base_g2),
     EMU_KERNEL(emu_ec_ops_g1), EMU_KERNEL(emu_ec_ops_g2),
+    EMU_KERNEL(emu_inverse_fr), EMU_KERNEL(emu_inverse_fq), EMU_KERNEL(emu_inverse_fq2),
     EMU_KERNEL(cuzk_ntt_pass), EMU_KERNEL(cuzk_ntt_gen_zetas),
     EMU_KERNEL(cuzk_fr_mul),   EMU_KERNEL(cuzk_fr_add),
     EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(emu_fr_ops),   EMU_KERNEL(cuzk_fr_abc_check),
@@ -152,9 +153,9 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_msm_tiles_counts), EMU_KERNEL(cuzk_msm_apply_counts),
     EMU_KERNEL(cuzk_msm_tiles_segments), EMU_KERNEL(cuzk_msm_apply_segments),
     EMU_KERNEL(cuzk_msm_scan_block),
-    EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_partials_g1),
+    EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_points_flat_g1), EMU_KERNEL(cuzk_msm_sum_partials_g1),
     EMU_KERNEL(cuzk_msm_windows_g1), EMU_KERNEL(cuzk_msm_precompute_g1),
-    EMU_KERNEL(cuzk_msm_sum_points_g2), EMU_KERNEL(cuzk_msm_sum_partials_g2),
+    EMU_KERNEL(cuzk_msm_sum_points_g2), EMU_KERNEL(cuzk_msm_sum_points_flat_g2), EMU_KERNEL(cuzk_msm_sum_partials_g2),
     EMU_KERNEL(cuzk_msm_windows_g2), EMU_KERNEL(cuzk_msm_precompute_g2),
 };
 #undef EMU_KERNEL

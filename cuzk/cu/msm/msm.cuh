@@ -23,6 +23,8 @@
 //                 then the same step over the segment sums, until each bucket has <= 1 sum.
 //                 A bucket holding 45 % of the points (bits90: every scalar 1) is spread over
 //                 0.45·n/S threads, so no thread sums more than S points of any distribution.
+//                 Or ("flat", level 0 only): one thread per S consecutive sorted entries,
+//                 cut at bucket boundaries (chunk_sums below): equal work per thread.
 //   5. windows    P blocks per window: Σ_j (j + 1)·B_j by running sums, then a tree.
 // The host finishes Σ_w 2^(w·c)·window_w by Horner's rule (cuzk/_cuda_pending.py).
 #pragma once
@@ -246,6 +248,58 @@ CUZK_DEVICE void segment_sums(xyzz_t* out, const uint64_t* seg, const uint64_t* 
         for (; j < end; j++) acc = acc.add(load(j));
         out[g] = acc;
     }
+}
+
+// Level 0, balanced ("flat"): thread m sums the sorted entries [m·S, min((m + 1)·S, E)),
+// E = off[nb], cut at bucket boundaries into pieces, so every thread does S additions (the
+// last fewer) whatever the bucket sizes; bucket-relative segments (segment_sums) leave a warp
+// waiting for its longest segment when buckets are Poisson-sized (c >= 18: a bucket of ~100
+// entries becomes a 64 and a ~36).  Pieces of bucket b are cut at the global multiples of S:
+// pieces(b) = floor((off[b+1] − 1)/S) − floor(off[b]/S) + 1 (0 when empty), and the piece of
+// chunk m goes to out[seg[b] + m − floor(off[b]/S)], seg[b] = Σ_{b'<b} pieces(b') — the same
+// layout segment_sums leaves, so the following levels are unchanged.
+CUZK_DEVICE uint64_t flat_pieces(const uint64_t* off, uint32_t b, uint32_t S)
+{
+    const uint64_t lo = off[b], hi = off[b + 1];
+    return hi > lo ? (hi - 1) / S - lo / S + 1 : 0;
+}
+
+template <class xyzz_t, class L>
+CUZK_DEVICE void chunk_sums(xyzz_t* out, const uint64_t* seg, const uint64_t* off, uint32_t nb, uint32_t S,
+                            L load)
+{
+    const uint64_t E = off[nb], chunks = (E + S - 1) / S;
+    for (uint64_t m = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; m < chunks;
+         m += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t j = m * S;
+        const uint64_t end = j + S < E ? j + S : E;
+        uint32_t b = bucket_of(off, nb, j);     // off[b] <= j < off[b + 1]: non-empty
+        uint64_t bend = off[b + 1];
+        xyzz_t acc = xyzz_t::infinity();
+        for (; j < end; j++) {
+            acc = acc.add(load(j));
+            if (j + 1 == bend || j + 1 == end) {
+                out[seg[b] + (m - off[b] / S)] = acc;
+                acc = xyzz_t::infinity();
+                if (j + 1 < end) {              // the next non-empty bucket starts at j + 1
+                    b = bucket_of(off, nb, j + 1);
+                    bend = off[b + 1];
+                }
+            }
+        }
+    }
+}
+
+template <class xyzz_t>
+CUZK_DEVICE void sum_points_flat(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,
+                                 const typename xyzz_t::affine* points, uint32_t nb, uint32_t S)
+{
+    typedef typename xyzz_t::affine affine;
+    chunk_sums(out, seg, off, nb, S, [&](uint64_t j) {
+        const uint32_t e = entries[j];
+        const affine p = affine::load(points + (e & ~NEG_BIT));
+        return (e & NEG_BIT) ? p.neg() : p;
+    });
 }
 
 template <class xyzz_t>
