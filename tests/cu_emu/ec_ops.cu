@@ -43,3 +43,35 @@ extern "C" __global__ void emu_ec_ops_g2(cuzk::g2_xyzz_t* d_out, const cuzk::g2_
 {
     emu_ec_ops(d_out, d_a, d_b, n);
 }
+
+// Field inversions (tests/test_cu_emu_inverse.py), 2 outputs per a[i] (b unused):
+//   mont_t (Fr, Fq): inverse(a) (ff/inverse.cuh: safegcd), inverse_fermat(a)
+//   Fq2:             inverse(a), a·inverse(a)
+template <class F>
+static void emu_inverse(F* d_out, const F* d_a, uint64_t n)
+{
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const F a = d_a[i];
+        d_out[2 * i] = cuzk::inverse(a);
+        d_out[2 * i + 1] = cuzk::inverse_fermat(a);
+    }
+}
+extern "C" __global__ void emu_inverse_fr(cuzk::fr_t* d_out, const cuzk::fr_t* d_a, const cuzk::fr_t*, uint64_t n)
+{
+    emu_inverse(d_out, d_a, n);
+}
+extern "C" __global__ void emu_inverse_fq(cuzk::fq_t* d_out, const cuzk::fq_t* d_a, const cuzk::fq_t*, uint64_t n)
+{
+    emu_inverse(d_out, d_a, n);
+}
+extern "C" __global__ void emu_inverse_fq2(cuzk::fq2_t* d_out, const cuzk::fq2_t* d_a, const cuzk::fq2_t*,
+                                           uint64_t n)
+{
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const cuzk::fq2_t a = d_a[i], r = cuzk::inverse(a);
+        d_out[2 * i] = r;
+        d_out[2 * i + 1] = a * r;
+    }
+}

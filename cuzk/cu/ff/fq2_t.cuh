@@ -4,6 +4,7 @@
 // mul 3M (Karatsuba), sqr 2M (complex squaring), add/sub/neg 2 Fq additions.
 #pragma once
 #include "ff/bls12_381.cuh"
+#include "ff/inverse.cuh"
 
 namespace cuzk {
 
@@ -40,22 +41,8 @@ struct fq2_t {
     CUZK_DEVICE fq2_t conj() const { return fq2_t{c0, -c1}; }
 };
 
-// 1/a in a prime field by Fermat, a^(p−2) (0 ↦ 0): square and multiply over the bits of p − 2,
-// MSB first (~N·32 squarings + half as many products; once per point where it is used).
-template <class Pm>
-CUZK_DEVICE mont_t<Pm> inverse(const mont_t<Pm>& a)
-{
-    mont_t<Pm> r = mont_t<Pm>::one();
-    for (int i = mont_t<Pm>::N - 1; i >= 0; i--) {
-        const uint32_t e = Pm::mod(i) - (i == 0 ? 2u : 0u);   // p − 2: p is odd and > 2
-        for (int k = 31; k >= 0; k--) {
-            r = r.sqr();
-            if ((e >> k) & 1u) r = r * a;
-        }
-    }
-    return r;
-}
-// 1/(a0 + a1·u) = (a0 − a1·u) / (a0^2 + a1^2) in Fq2 = Fq[u]/(u^2 + 1).
+// 1/(a0 + a1·u) = (a0 − a1·u) / (a0^2 + a1^2) in Fq2 = Fq[u]/(u^2 + 1): one Fq inversion
+// (ff/inverse.cuh) + 2S + 2M; 0 ↦ 0.
 CUZK_DEVICE fq2_t inverse(const fq2_t& a)
 {
     const fq_t t = inverse(a.c0.sqr() + a.c1.sqr());
