@@ -574,7 +574,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode=mode,
                      stages=lambda i: st, threads=1) as eng:
         key = eng.load(pk, progress=False)
-        assert all(ctx.staging.buf is not None for ctx in eng.devices[0].contexts)
+        assert all(ctx.staging.allocated > 0 for ctx in eng.devices[0].contexts)
         out = eng.submit(key, [asg] * 4, randomizers=rs).result(600)
         for _ in range(200):                      # the future resolves before the last release
             if eng.status()["in_flight"] == 0:
@@ -584,6 +584,35 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
     want = b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert out == want
+
+
+@pytest.mark.parametrize("nbytes,src_bytes,chunk,slots", [(1000, 1000, 64, 3), (1000, 333, 64, 2),
+                                                        (64, 64, 64, 4), (5, 0, 64, 1), (4096, 4000, 1000, 3)])
+def test_staging_ring_uploads(fake, monkeypatch, nbytes, src_bytes, chunk, slots):
+    """The pinned staging ring: any size through few small slots (each refilled only after its
+    event), zero padding past the source, host memory slots × chunk whatever the size."""
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    dev = fake.Device.get(0)
+    rng = np.random.default_rng(nbytes + src_bytes)
+    src = rng.integers(0, 256, size=src_bytes, dtype=np.uint8)
+    ring = sc._Ring(dev, slots=slots, chunk=chunk)
+    buf = fake.MemPool(dev).alloc(nbytes, None)
+    dst = buf.ptr
+    seen = []
+    ring.put(dst, src, nbytes, None, progress=seen.append)
+    back = np.empty(nbytes, np.uint8)
+    fake.copy_dtoh(back, dst, nbytes, None)
+    want = np.zeros(nbytes, np.uint8)
+    want[:src_bytes] = src
+    assert np.array_equal(back, want)
+    assert sum(seen) == nbytes and max(seen) <= chunk
+    assert ring.allocated == slots * chunk
+    with pytest.raises(ValueError, match="do not fit"):
+        ring.put(dst, np.zeros(nbytes + 1, np.uint8), nbytes, None)
+    ring.close()
+    assert ring.allocated == 0
+    buf.free()
 
 
 def test_resident_key_round_trips(fake, monkeypatch, tmp_path):

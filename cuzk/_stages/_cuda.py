@@ -3,13 +3,14 @@
 Data flow of one partition (DESIGN §3):
 
 * ``load_key``: the five queries (H, L, A, B_G1, B_G2) go to device memory once, from cuzk's own
-  pool, through two pinned staging chunks on the upload stream (double-buffered); the twiddle
+  pool, through a pinned staging ring of two chunks on the upload stream; the twiddle
   tables and constants of the key's domain are built at the same time (warm-up), so no table is
   made inside a kernel region.  Every byte is reserved from the device's ``Budget`` first.
 * ``prepare`` (host, before the lock): validate, a∘b = c check, prep_msm on the CPU, reserve the
   partition's device bytes (a, b, c, H, tails, bitmaps, MSM scratch), copy a, b, c, the tail
-  scalars/indices and the bitmaps into the worker's pinned staging and enqueue their uploads on
-  the worker's upload stream; an event marks their end.
+  scalars/indices and the bitmaps chunk by chunk through the worker's pinned staging ring
+  (``_Ring``: 4 × 64 MiB, whatever the partition size) and enqueue their uploads on the worker's
+  upload stream; an event marks their end.
 * ``run`` (the kernel region): the compute stream waits for that event, then H (six NTT passes
   on the device, result left there), the H MSM reading H's Montgomery output as its scalars,
   the batch additions and tail MSMs of L, A, B_G1 (and B_G2 when ``b_g2="gpu"``) over the
@@ -40,7 +41,7 @@ QUERIES = {"h": ("h", "g1"), "l": ("l", "g1"), "a": ("a", "g1"), "b_g1": ("b_g1"
            "b_g2": ("b_g2", "g2")}
 _POINT_BYTES = {"g1": 96, "g2": 192}
 _FR = 32
-_TAIL_SLACK = 0.2        # warm(): staging beyond a, b, c for the tails, bitmaps and indices
+_RING_SLOTS = 4          # pinned staging ring of a worker: slots x _STAGE_CHUNK bytes
 _STAGE_CHUNK = 64 << 20          # pinned staging chunk for key uploads
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
@@ -103,6 +104,83 @@ class _Pinned:
                 pass        # a finished partition still holds a view: freed with the last view
 
 
+class _Ring:
+    """A pinned staging ring: ``slots`` page-locked chunks, each refilled once the upload that
+    read it has completed (one event per slot).  Host memory stays slots × chunk bytes whatever
+    the upload size (a 2^27 partition's a, b, c alone are 12.9 GB; issue 8 allows the partition
+    2 GiB of host memory beyond its inputs).  Used by one thread at a time (the worker, or the key
+    loader); ``warm`` may come from another thread."""
+
+    def __init__(self, device, slots=_RING_SLOTS, chunk=None):
+        self.device, self.slots = device, int(slots)
+        self.chunk = int(_STAGE_CHUNK if chunk is None else chunk)
+        self._bufs, self._evs, self._used, self._next = [], [], [], 0
+        self._lock = threading.Lock()
+
+    @property
+    def allocated(self):
+        """Bytes of pinned memory held (0 before the first use or ``warm``)."""
+        return len(self._bufs) * self.chunk
+
+    def warm(self):
+        """Allocate the slots now (a pinned allocation costs ~0.4 s/GB and stalls the driver for
+        other threads: never inside a partition)."""
+        with self._lock:
+            self._alloc()
+
+    def _alloc(self):
+        if not self._bufs:
+            d = _driver()
+            self._bufs = [d.PinnedBuffer(self.chunk, self.device) for _ in range(self.slots)]
+            self._evs = [d.Event(self.device, timing=False) for _ in range(self.slots)]
+            self._used = [False] * self.slots
+
+    def put(self, dst_ptr, src, nbytes, stream, threads=None, progress=None):
+        """Enqueue the copy of ``src`` (a C-contiguous buffer, zero-padded to ``nbytes``) to device
+        address ``dst_ptr`` on ``stream``, chunk by chunk through the slots (the CPU copy of a
+        chunk on the pool, GIL released, overlaps the DMA of the previous ones).  Returns once
+        the last chunk is enqueued; ``progress(m)`` after each chunk of m bytes."""
+        from .._native import _pool
+        d = _driver()
+        src = memoryview(src).cast("B")
+        if src.nbytes > nbytes:
+            raise ValueError(f"{src.nbytes} source bytes do not fit in {nbytes}")
+        with self._lock:
+            self._alloc()
+            for off in range(0, int(nbytes), self.chunk):
+                m = min(self.chunk, int(nbytes) - off)
+                k = self._next
+                self._next = (k + 1) % self.slots
+                if self._used[k]:
+                    self._evs[k].synchronize()        # slot k's previous upload has read it
+                _pool.copy_into(self._bufs[k].asarray(np.uint8)[:m], src[off: off + m], threads)
+                d.copy_htod(dst_ptr + off, self._bufs[k].ptr, m, stream)
+                self._evs[k].record(stream)
+                self._used[k] = True
+                if progress is not None:
+                    progress(m)
+
+    def drain(self):
+        """Wait until no upload reads the slots."""
+        with self._lock:
+            for k, used in enumerate(self._used):
+                if used:
+                    self._evs[k].synchronize()
+                    self._used[k] = False
+
+    def close(self):
+        self.drain()
+        with self._lock:
+            for b in self._bufs:
+                try:
+                    b.close()
+                except BufferError:
+                    pass
+            for e in self._evs:
+                e.close()
+            self._bufs, self._evs, self._used = [], [], []
+
+
 class CudaContext(StageContext):
     """A worker's CUDA objects: compute and upload streams, pinned staging and result memory."""
 
@@ -113,7 +191,7 @@ class CudaContext(StageContext):
         self.device = dev
         self.compute = d.Stream(dev)
         self.upload = d.Stream(dev)
-        self.staging = _Pinned(dev)
+        self.staging = _Ring(dev)
         self.results = _Pinned(dev)
 
     def event(self, stream, timing=False):
@@ -164,40 +242,31 @@ class ResidentKey:
             self._res = budget.reserve(self.nbytes, "resident key", block=False)
         d = _driver()
         up = d.Stream(device)
+        ring = _Ring(device, slots=2)
         try:
-            pins = [d.PinnedBuffer(_STAGE_CHUNK, device) for _ in range(2)]
-            evs = [None, None]
-            total, done = sum(sizes.values()), 0
-            k = 0
+            total, done = sum(sizes.values()), [0]
+
+            def step(m):
+                done[0] += m
+                if progress is not None:
+                    progress(done[0], total)
             for q, (attr, _) in QUERIES.items():
                 host = np.ascontiguousarray(getattr(pk, attr)).view(np.uint8).reshape(-1)
                 if host.size == 0:
                     continue
                 buf = self._bufs[q] = pool.alloc(host.size, up)
-                for off in range(0, host.size, _STAGE_CHUNK):
-                    m = min(_STAGE_CHUNK, host.size - off)
-                    if evs[k] is not None:
-                        evs[k].synchronize()              # chunk k is free again
-                    pins[k].asarray(np.uint8)[:m] = host[off: off + m]
-                    d.copy_htod(buf.ptr + off, pins[k].ptr, m, up)
-                    evs[k] = d.Event(device, timing=False)
-                    evs[k].record(up)
-                    k ^= 1
-                    done += m
-                    if progress is not None:
-                        progress(done, total)
+                ring.put(buf.ptr, host, host.size, up, progress=step)
             if pre:
                 self._bufs["h_table"] = pool.alloc(pre, up)
                 _cuda_msm.precompute_bases(plan, up, self._bufs["h"].ptr, self._bufs["h_table"].ptr)
             _warm_tables(device, lg, up)
             up.synchronize()
-            for p in pins:
-                p.close()
         except BaseException:
             up.synchronize()
             self.release()
             raise
         finally:
+            ring.close()
             up.close()
 
     def ptr(self, q):
@@ -445,16 +514,15 @@ class CudaStages(CpuStages):
         self.pool.trim(0)
 
     def warm(self, ctx, key):
-        """Size ``ctx`` for partitions of ``key`` before the first one: pinned staging for a, b,
-        c of the key's domain plus ``_TAIL_SLACK`` of it for the tails, bitmaps and indices
-        (PoRep-shaped witnesses need ~11 %), the result slab, and the device pool grown by
-        what a partition allocates on the upload stream (a, b, c, H's output and the H MSM's
-        scratch; freed at once, the pool keeps it).  Measured on the H200 (2^24, narrow, two
-        workers): without this, each worker's first upload took 0.85–0.92 s instead of
-        0.07 s — a pinned allocation of the full staging size in the first partition."""
+        """Prepare ``ctx`` for partitions of ``key`` before the first one: the pinned staging
+        ring and result slab allocated, and the device pool grown by what a partition allocates
+        on the upload stream (a, b, c, H's output and the H MSM's scratch; freed at once, the
+        pool keeps it).  Measured on the H200 (2^24, narrow, two workers, bench/RESULTS.md
+        session 4): with staging sized too small here, each worker's first upload took
+        0.85–0.92 s instead of 0.07 s — a pinned allocation inside the first partition."""
         n = key.pk.domain_size
         abc = 3 * n * _FR
-        ctx.staging.warm(abc + int(abc * _TAIL_SLACK) + (64 << 20))
+        ctx.staging.warm()
         ctx.results.warm(1 << 20)
         from .. import _cuda_msm
         try:
@@ -473,8 +541,7 @@ class CudaStages(CpuStages):
         part.gpu_check = bool(check)
 
     def _stage_in(self, part):
-        """Reserve the partition's device bytes, fill the pinned staging, enqueue the uploads."""
-        d = _driver()
+        """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
         key, prep, ctx, asg = part.key, part.prep, part.ctx, part.asg
         part.dev = {}
         n = pow2_at_least(asg.a.shape[0])
@@ -495,8 +562,7 @@ class CudaStages(CpuStages):
         if key.where == "host":
             dev_bytes += 2 * _align(key.slot_bytes)
         part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
-        # pinned memory: staging for the uploads, and the result rows of every reduction
-        stage = ctx.staging.get(sum(_align(nb) for _, _, nb in uploads))
+        # pinned memory: the result rows of every reduction (uploads go through the ring)
         rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p in plans)
         res = ctx.results.get(rows * 8 + 8).asarray(np.uint64)
         part.check_view = res[rows: rows + 1]                # the row check's first bad row
@@ -506,18 +572,16 @@ class CudaStages(CpuStages):
             w = XYZZ_WORDS[_group_of(name)]
             part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
             at += p.host_rows * w
-        from .._native import _pool
-        host = stage.asarray(np.uint8)
         off = 0
         up = ctx.upload
         for name, arr, nb in uploads:
             if nb == 0:
                 continue
-            # on the CPU pool, GIL released; a, b, c are padded with zero rows to n
-            _pool.copy_into(host[off: off + nb], np.ascontiguousarray(arr), ctx.threads)
             buf = part.dev[name] = self.pool.alloc(nb, up)
-            d.copy_htod(buf, stage.ptr + off, nb, up)
-            off += _align(nb)
+            # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b, c
+            # are padded with zero rows to n
+            ctx.staging.put(buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
+            off += nb
         part.dev["h"] = self.pool.alloc(n * _FR, up)
         part.dev["first_bad"] = self.pool.alloc(8, up)
         if key.where == "host":
