@@ -9,6 +9,7 @@ bind_shared_pool()  # one CPU pool and thread budget for all native modules (_po
 cimport numpy as cnp
 from libc.stdint cimport uint64_t
 from libc.stddef cimport size_t
+from libcpp.vector cimport vector
 
 cnp.import_array()
 
@@ -26,11 +27,16 @@ cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
     ctypedef struct prep_counts_t:
         size_t ones[3]
         size_t full[3]
+    ctypedef struct prep_chunk_t:
+        size_t full[3]
+        size_t ra
+        size_t rb
+    size_t prep_parts(size_t n_aux, size_t threads)
     prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a_aux,
-                             const uint64_t* b_aux, size_t threads)
+                             const uint64_t* b_aux, size_t parts, prep_chunk_t* chunks)
     void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
                    const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
-                   prep_query_t* q, size_t threads)
+                   prep_query_t* q, size_t parts, const prep_chunk_t* chunks)
     size_t popcount_words(const uint64_t* w, size_t nbits)
 
 
@@ -80,8 +86,10 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
     cdef uint64_t[::1] w_a = a_aux, w_b = b_aux, w_bi = b_input
     cdef prep_counts_t cnt
     cdef size_t nt = threads_arg(threads)
+    cdef size_t parts = prep_parts(n_aux, nt)
+    cdef vector[prep_chunk_t] chunks = vector[prep_chunk_t](parts)
     with nogil:
-        cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], nt)
+        cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], parts, chunks.data())
     cdef size_t pa, pb, pbi
     with nogil:
         pa = popcount_words(&w_a[0], n_aux)
@@ -110,7 +118,7 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
         q[k].n_tail = 0
     with nogil:
         prep_fill(<const fr_t*>&v_in[0, 0], n_in, <const fr_t*>&v_aux[0, 0], n_aux,
-                  &w_a[0], &w_bi[0], &w_b[0], q, nt)
+                  &w_a[0], &w_bi[0], &w_b[0], q, parts, chunks.data())
     for k, name in enumerate(("l", "a", "b")):
         ones, ts, ti = keep[k]
         if q[k].n_tail != tails[k]:

@@ -7,8 +7,9 @@
 // Every aux scalar (Montgomery) is classified: 0 (skipped), 1 (a bit in Q's `ones` bitmap: batch
 // addition) or full (appended to Q's tail as canonical scalar + SRS index). Inputs always go to
 // the tail (canonical), whatever their value. Tails are ordered by SRS index.
-// Parallel within one partition: per-chunk counts, prefix sums, fill; bitmap words shared by two
-// chunks are merged with atomic OR. Cost: one pass over aux (n_aux·32 bytes) plus the outputs.
+// Parallel within one partition: per-chunk counts (prep_count, also sizing the outputs), prefix
+// sums, fill; bitmap words shared by two chunks are merged with atomic OR. Cost: two passes over
+// aux (n_aux·32 bytes each) plus the outputs.
 #pragma once
 #include <atomic>
 #include <vector>
@@ -38,23 +39,39 @@ struct prep_counts_t {
     size_t ones[3], full[3];  // per query L, A, B (aux only)
 };
 
-// Pass 1 of prep: counts (for sizing outputs). Densities over aux: a_aux, b_aux.
+// Chunks of the aux range that both passes split the same way (parallel_chunks: chunk k always
+// covers the same range): the count pass records, per chunk, its full scalars per query and its
+// density ranks, so the fill pass starts writing without counting again.
+struct prep_chunk_t {
+    size_t full[3];   // full scalars of the chunk in L, A, B
+    size_t ra, rb;    // set a_aux / b_aux bits of the chunk
+};
+
+inline size_t prep_parts(size_t n_aux, size_t threads) {
+    return std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
+}
+
+// Pass 1 of prep (the only one that reads aux twice): totals for sizing the outputs, and the
+// per-chunk counts of prep_fill (chunks: `parts` entries, parts = prep_parts(n_aux, threads)).
 inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a_aux,
-                                const uint64_t* b_aux, size_t threads) {
-    size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
-    std::vector<prep_counts_t> part(T);
-    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
+                                const uint64_t* b_aux, size_t parts, prep_chunk_t* chunks) {
+    std::vector<prep_counts_t> part(parts);
+    parallel_chunks(n_aux, parts, [&](size_t b, size_t e, size_t t) {
         prep_counts_t c{};
+        prep_chunk_t k{};
         for (size_t j = b; j < e; j++) {
+            const bool ia = bit_at(a_aux, j), ib = bit_at(b_aux, j);
+            k.ra += ia; k.rb += ib;
             const fr_t& v = aux[j];
             if (v.is_zero()) continue;
-            int q = v.is_one() ? 0 : 1;
-            size_t* dst = q ? c.full : c.ones;
+            size_t* dst = v.is_one() ? c.ones : c.full;
             dst[0]++;
-            if (bit_at(a_aux, j)) dst[1]++;
-            if (bit_at(b_aux, j)) dst[2]++;
+            dst[1] += ia;
+            dst[2] += ib;
         }
+        for (int q = 0; q < 3; q++) k.full[q] = c.full[q];
         part[t] = c;
+        chunks[t] = k;
     });
     prep_counts_t tot{};
     for (auto& c : part)
@@ -62,10 +79,11 @@ inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a
     return tot;
 }
 
-// Pass 2: fill. q[0..2] = L, A, B outputs sized from prep_count (+ inputs in the tails of A, B).
+// Pass 2: fill. q[0..2] = L, A, B outputs sized from prep_count (+ inputs in the tails of A, B);
+// chunks/parts: prep_count's per-chunk counts over the same aux and densities.
 inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
                       const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
-                      prep_query_t* q, size_t threads) {
+                      prep_query_t* q, size_t parts, const prep_chunk_t* chunks) {
     // inputs first: they come first in the A and B index spaces, so tails stay index-ordered
     size_t ta = 0, tb = 0, rb = 0;
     for (size_t i = 0; i < n_in; i++) {
@@ -79,27 +97,15 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
         }
     }
     const size_t a_base = n_in, b_base = rb;
-    size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
-    // per chunk: full counts and density ranks at the chunk start
-    struct chunk_t { size_t full[3], ra, rb; };
-    std::vector<chunk_t> cnt(T), start(T);
-    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
-        chunk_t c{};
-        for (size_t j = b; j < e; j++) {
-            bool ia = bit_at(a_aux, j), ib = bit_at(b_aux, j);
-            c.ra += ia; c.rb += ib;
-            const fr_t& v = aux[j];
-            if (v.is_zero() || v.is_one()) continue;
-            c.full[0]++; c.full[1] += ia; c.full[2] += ib;
-        }
-        cnt[t] = c;
-    });
+    const size_t T = parts;
+    typedef prep_chunk_t chunk_t;
+    std::vector<chunk_t> start(T);
     // exclusive prefix sums: where each chunk starts writing (tails after the inputs)
     chunk_t run{{0, ta, tb}, 0, 0};
     for (size_t t = 0; t < T; t++) {
         start[t] = run;
-        for (int k = 0; k < 3; k++) run.full[k] += cnt[t].full[k];
-        run.ra += cnt[t].ra; run.rb += cnt[t].rb;
+        for (int k = 0; k < 3; k++) run.full[k] += chunks[t].full[k];
+        run.ra += chunks[t].ra; run.rb += chunks[t].rb;
     }
     std::atomic<size_t> ones_tot[3] = {{0}, {0}, {0}};
     parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
