@@ -44,15 +44,15 @@ def bit_patterns(p):
 
 
 def worst_divsteps(p, rnd, tries):
-    """Among `tries` random x, the ones that need the most divsteps from (δ, f, g) = (1, p, x):
-    inputs that keep g non-zero longest (closest to the loop's bound)."""
+    """Among `tries` random x, the 8 that need the most divsteps from (δ, f, g) = (1/2, p, x)
+    (the variant of inverse.cuh) to reach g = 0: the inputs closest to the loop's bound."""
     def count(x):
-        delta, f, g, n = 1, p, x, 0
+        eta, f, g, n = -1, p, x, 0                   # eta = −δ − 1/2
         while g:
-            if delta > 0 and g & 1:
-                delta, f, g = 1 - delta, g, (g - f) >> 1
+            if eta < 0 and g & 1:
+                eta, f, g = -eta - 2, g, (g - f) >> 1
             else:
-                delta, g = 1 + delta, (g + (g & 1) * f) >> 1
+                eta, g = eta - 1, (g + (g & 1) * f) >> 1
             n += 1
         return n
     xs = [rnd.randrange(1, p) for _ in range(tries)]

@@ -2,45 +2,48 @@
 // Montgomery in and out (a·R ↦ a^−1·R), 0 ↦ 0 (callers use it for the point at infinity).
 // Inputs must be fully reduced (< p), as every mont_t value is.
 //
-// Algorithm (D. J. Bernstein, B.-Y. Yang, "Fast constant-time gcd computation and modular
-// inversion", TCHES 2019, §§ 8–11).  divstep(δ, f, g), f odd:
+// Algorithm: Bernstein–Yang divsteps (D. J. Bernstein, B.-Y. Yang, "Fast constant-time gcd
+// computation and modular inversion", TCHES 2019, §§ 8–11), started at δ = 1/2 (P. Wuille's
+// "hddivsteps", github.com/sipa/safegcd-bounds: a ~20% lower proven bound than from δ = 1).  divstep(δ, f, g),
+// f odd:
 //     (1 − δ, g, (g − f)/2)          if δ > 0 and g odd
 //     (1 + δ, f, (g + (g mod 2)·f)/2) otherwise
-// from (δ, f, g) = (1, p, x).  Once g = 0, f = ±gcd(p, x) = ±1 for x ≠ 0.  The divsteps of a
-// batch read only δ and the low bits of f and g (step i needs bit 0 of g_i, which depends on the
-// low i + 1 bits of f_0, g_0), so a batch of 30 runs on the low 32-bit words (divsteps30) and
-// returns its transition matrix M = [u v; q r] with 2^30·(f', g') = M·(f, g) exactly;
-// |u| + |v| ≤ 2^30 and |q| + |r| ≤ 2^30 (each step doubles one row and adds the rows, so the
-// L1 norm of a row at most doubles), hence the entries fit an int32.  The batch then applies M
-// to the full values: f, g signed (two's complement, N limbs; |f|, |g| never exceed p, since
-// max(|f|, |g|) does not grow under divsteps) and d, e with f ≡ d·x/c, g ≡ e·x/c (mod p), updated
-// as (d', e') = M·(d, e)/2^30 mod p by a 30-bit Montgomery reduction (add k·p, k = −D·p^−1 mod
-// 2^30, shift).  Starting from d = 0, e = c = R^2 mod p, the end gives d = ±c/x = ±R/a for
-// x = a·R, i.e. the Montgomery form of a^−1 with no extra product; its sign is f's.
-// x = 0 leaves g = 0 from the start: d = 0, so inverse(0) = 0.
+// from (δ, f, g) = (1/2, p, x); the code keeps the integer eta = −δ − 1/2 (δ > 0 ⟺ eta < 0; a
+// swap makes eta' = −eta − 2, any other step eta' = eta − 1).  Once g = 0, f = ±gcd(p, x) = ±1
+// for x ≠ 0.  The divsteps of a batch read only δ and the low bits of f and g (step i needs bit 0
+// of g_i, which depends on the low i + 1 bits of f_0, g_0), so a batch of 30 runs on the low
+// 32-bit words (divsteps30) and returns its transition matrix M = [u v; q r] with
+// 2^30·(f', g') = M·(f, g) exactly; |u| + |v| ≤ 2^30 and |q| + |r| ≤ 2^30 (each step doubles one
+// row and adds the rows, so a row's L1 norm at most doubles): the entries fit an int32.  The
+// batch then applies M to the full values: f, g signed (two's complement, N limbs; |f|, |g|
+// never exceed p, since max(|f|, |g|) does not grow under divsteps) and d, e with
+// f ≡ d·x/c, g ≡ e·x/c (mod p), updated as (d', e') = M·(d, e)/2^30 mod p by a 30-bit Montgomery
+// reduction (add k·p, k = −D·p^−1 mod 2^30, shift).  Starting from d = 0, e = c = R^2 mod p, the
+// end gives d = ±c/x = ±R/a for x = a·R, i.e. the Montgomery form of a^−1 with no extra
+// product; its sign is f's.  x = 0 leaves g = 0 from the start: d = 0, so inverse(0) = 0.
 //
-// Bound.  BY Theorem 11.2: f odd, f^2 + 4g^2 ≤ 5·2^(2d), m ≥ ⌊(49d + 57)/17⌋ (d ≥ 46) ⟹ g_m = 0.
-// With f = p < 2^(32N), 0 ≤ g < p: d = 32N, so ⌊(49·32N + 57)/17⌋ divsteps suffice: Fq (N = 12)
-// 1110 = 37 batches of 30; Fr (N = 8) 741 → 25 batches.  The loop runs at most that many batches
-// and leaves early once g = 0 (variable time: GPU MSM data is public; a thread that finishes
-// early idles until the slowest lane of its warp is done).  Random Fq inputs need ~790 divsteps
-// (max of 32 lanes ~810: 27 batches); the worst case stays the 37 batches of the bound.
+// Bound.  For 0 ≤ g ≤ f ≤ 2^b, f odd and 4096·n ≥ 9437·b + 1, n divsteps from δ = 1/2 reach g = 0
+// (theorem DIVSTEP_ENDTOEND_BITS_SIMPLE, HOL Light Divstep/divstep_bounds.ml: J. Harrison's
+// formal proof over D. J. Bernstein's hull-light-20230416 certificate; Wuille's hull computations
+// give the same ~2.30 steps per bit and 590 for b = 256).  With f = p < 2^(32N)
+// and 0 ≤ g = x < p, b = 32N: Fq (N = 12) 885 divsteps = 30 batches of 30, Fr (N = 8) 590 → 20.
+// The loop runs at most that many batches and leaves early once g = 0 (variable time: GPU MSM
+// data is public; a thread that finishes early idles until the slowest lane of its warp is done).
+// Random Fq inputs need ~769 divsteps, the slowest of 32 lanes ~779 (26 batches, often 27).
 //
 // Divergence: the 30 inner steps are straight-line mask arithmetic (no branches); batches have
 // one uniform shape; the only per-thread branch is the early exit between batches.
 //
-// Cost (an estimate from counting the source operations, not a measurement; Fq, N = 12):
-//   divstep                       ~24 32-bit ALU ops (masks, 2 words of f/g, 4 matrix entries)
-//   batch of 30 divsteps          ~720
-//   f, g update (4 int32 × N-limb products, 2N IMAD each, operand negations/selects, shift)
-//                                 ~200
-//   d, e update (p − d, p − e, selects, 4 products, 2 Montgomery k·p rows, shift, reduce_once)
-//                                 ~290
-//   batch total                   ~1250 → 37 batches (bound) ~46k, 27 (typical warp) ~34k.
-// An Fq product is ~590 IMAD-class instructions on sm_90 (ff/mont_t.cuh), so ~60–80 product
-// equivalents per inversion, against Fermat's a^(p−2): 381 squarings + ~190 products ≈ 570
-// products (~340k instructions): roughly 7–10× fewer instructions.
-// inverse_fermat keeps the old square-and-multiply (the reference the tests compare both with).
+// Cost, Fq (an estimate, not a timing: static SASS counts from NVRTC 13.5 for sm_90 read with
+// nvdisasm, December 2026).  A batch is ~1470 instructions: ~790 for the 30 divsteps (~26 a
+// step: masks, two words of f/g, four matrix entries) and ~680 for the f, g, d, e updates
+// (4 + 4 int32 × 12-limb rows, 2 Montgomery k·p rows, operand negations/selects, shifts,
+// reduce_once); of these ~540 go to the IMAD pipe and ~920 to the integer ALU pipe.  An Fq
+// product is ~370 instructions, 276 of them IMAD.WIDE (two IMAD-pipe passes each): ~590
+// IMAD-pipe slots (ff/mont_t.cuh).  So a batch is ~1.6 products where the pipes overlap (ALU-bound,
+// 920 slots) and ~4 by plain instruction count: 26 batches (typical warp) ≈ 40–105 product
+// equivalents, 30 (bound) ≈ 47–120, against Fermat's a^(p−2) = 381 squarings + ~190 products ≈
+// 570: ~5–12× less work.  inverse_fermat keeps the old square-and-multiply as a reference.
 #pragma once
 #include "ff/mont_t.cuh"
 
@@ -49,17 +52,18 @@ namespace cuzk {
 namespace safegcd {
 
 constexpr int STEPS = 30;  // divsteps per batch: matrix entries ≤ 2^30 in magnitude fit an int32
-// Batches of STEPS divsteps that BY Theorem 11.2 guarantees for a modulus below 2^(32N).
-__host__ __device__ constexpr int batches(int N)
-{
-    return ((49 * 32 * N + 57) / 17 + STEPS - 1) / STEPS;
-}
+// Divsteps from δ = 1/2 that suffice for 0 ≤ g ≤ f < 2^(32N) (⌈(9437·b + 1)/4096⌉, b = 32N; see
+// the header), and the batches of STEPS that cover them.
+__host__ __device__ constexpr int divsteps_bound(int N) { return (9437 * 32 * N + 1 + 4095) / 4096; }
+__host__ __device__ constexpr int batches(int N) { return (divsteps_bound(N) + STEPS - 1) / STEPS; }
+static_assert(divsteps_bound(8) == 590 && batches(8) == 20, "Fr: 590 divsteps, 20 batches");
+static_assert(divsteps_bound(12) == 885 && batches(12) == 30, "Fq: 885 divsteps, 30 batches");
 
 struct matrix_t {
     int32_t u, v, q, r;  // 2^30·(f', g') = (u·f + v·g, q·f + r·g)
 };
 
-// STEPS divsteps on the low words of f and g; eta = −δ is updated.  Rows (u, v) and (q, r) are
+// STEPS divsteps on the low words of f and g; eta = −δ − 1/2 is updated.  Rows (u, v) and (q, r) are
 // kept in the doubled form 2^i·(f_i, g_i) = M_i·(f_0, g_0) so they stay integers; a swap takes
 // row f ← 2·row g, row g ← row g − row f; an odd g without swap row g ← row g + row f,
 // row f ← 2·row f; an even g only doubles row f.  All in uint32 (no signed overflow: |entries|
@@ -72,7 +76,7 @@ CUZK_DEVICE matrix_t divsteps30(int32_t& eta, uint32_t f, uint32_t g)
     for (int i = 0; i < STEPS; i++) {
         const uint32_t odd = 0u - (g & 1u);                       /* g odd: all ones */
         const uint32_t swap = (uint32_t)((int32_t)et >> 31) & odd; /* δ > 0 (eta < 0) and g odd */
-        et = (et ^ swap) - 1u;              /* δ' = 1 − δ on a swap (eta' = −eta − 1), else 1 + δ */
+        et = (et ^ swap) - 1u;       /* δ' = 1 − δ on a swap: eta' = ~eta − 1; else 1 + δ: eta − 1 */
         const uint32_t xf = (f ^ swap) - swap;                    /* −f on a swap, else f */
         const uint32_t gn = (g + (xf & odd)) >> 1;                /* (g − f)/2, (g + f)/2, g/2 */
         f ^= (f ^ g) & swap;                                      /* f' = g on a swap */
@@ -200,8 +204,8 @@ CUZK_DEVICE void update_de(uint32_t* d, uint32_t* e, const matrix_t& M)
 
 }  // namespace safegcd
 
-// 1/a by Bernstein–Yang divsteps (see the header): Montgomery in and out, 0 ↦ 0, at most
-// safegcd::batches(N) batches of 30 divsteps, fewer when g reaches 0 earlier (variable time).
+// 1/a by Bernstein–Yang divsteps from δ = 1/2 (see the header): Montgomery in and out, 0 ↦ 0, at
+// most safegcd::batches(N) batches of 30 divsteps, fewer when g reaches 0 earlier (variable time).
 template <class Pm>
 CUZK_DEVICE mont_t<Pm> inverse_safegcd(const mont_t<Pm>& a)
 {
@@ -214,7 +218,7 @@ CUZK_DEVICE mont_t<Pm> inverse_safegcd(const mont_t<Pm>& a)
         d[i] = 0;
         e[i] = Pm::rr(i);  /* c = R^2 mod p: d ends as ±R^2/(a·R) = ±a^−1·R */
     }
-    int32_t eta = -1;      /* δ = 1 */
+    int32_t eta = -1;      /* δ = 1/2 */
     constexpr int NB = safegcd::batches(N);
     for (int b = 0; b < NB; b++) {
         uint32_t nz = 0;
