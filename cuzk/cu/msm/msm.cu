@@ -59,21 +59,19 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
     msm::scan_block(out, sb_chunk, in, n);
 }
 
+// Level 0 over the sorted entries: bucket-relative segments (NAME = cuzk_msm_sum_points) or
+// flat chunks (cuzk_msm_sum_points_flat), the same arguments.
+#define CUZK_MSM_POINTS_KERNEL(NAME, FN, G)                                                             \
+    extern "C" __global__ void NAME##_##G(G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off,    \
+                                          const uint32_t* entries, const G##_affine_t* points,          \
+                                          uint32_t nb, uint32_t S)                                      \
+    {                                                                                                   \
+        msm::FN(out, seg, off, entries, points, nb, S);                                                 \
+    }
+
 #define CUZK_MSM_GROUP(G)                                                                               \
-    extern "C" __global__ void cuzk_msm_sum_points_##G(G##_xyzz_t* out, const uint64_t* seg,            \
-                                                       const uint64_t* off, const uint32_t* entries,    \
-                                                       const G##_affine_t* points, uint32_t nb,         \
-                                                       uint32_t S)                                      \
-    {                                                                                                   \
-        msm::sum_points(out, seg, off, entries, points, nb, S);                                         \
-    }                                                                                                   \
-    extern "C" __global__ void cuzk_msm_sum_points_flat_##G(G##_xyzz_t* out, const uint64_t* seg,       \
-                                                            const uint64_t* off, const uint32_t* entries,\
-                                                            const G##_affine_t* points, uint32_t nb,    \
-                                                            uint32_t S)                                 \
-    {                                                                                                   \
-        msm::sum_points_flat(out, seg, off, entries, points, nb, S);                                    \
-    }                                                                                                   \
+    CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points, sum_points, G)                                          \
+    CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points_flat, sum_points_flat, G)                                \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \
                                                          uint32_t nb, uint32_t S)                       \
@@ -96,3 +94,4 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 CUZK_MSM_GROUP(g1)
 CUZK_MSM_GROUP(g2)
 #undef CUZK_MSM_GROUP
+#undef CUZK_MSM_POINTS_KERNEL

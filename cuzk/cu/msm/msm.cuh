@@ -290,28 +290,27 @@ CUZK_DEVICE void chunk_sums(xyzz_t* out, const uint64_t* seg, const uint64_t* of
     }
 }
 
+// The addend of sorted entry j: its point, negated when the entry's sign bit is set.
+template <class affine>
+CUZK_DEVICE affine entry_point(const uint32_t* entries, const affine* points, uint64_t j)
+{
+    const uint32_t e = entries[j];
+    const affine p = affine::load(points + (e & ~NEG_BIT));
+    return (e & NEG_BIT) ? p.neg() : p;
+}
+
 template <class xyzz_t>
 CUZK_DEVICE void sum_points_flat(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,
                                  const typename xyzz_t::affine* points, uint32_t nb, uint32_t S)
 {
-    typedef typename xyzz_t::affine affine;
-    chunk_sums(out, seg, off, nb, S, [&](uint64_t j) {
-        const uint32_t e = entries[j];
-        const affine p = affine::load(points + (e & ~NEG_BIT));
-        return (e & NEG_BIT) ? p.neg() : p;
-    });
+    chunk_sums(out, seg, off, nb, S, [&](uint64_t j) { return entry_point(entries, points, j); });
 }
 
 template <class xyzz_t>
 CUZK_DEVICE void sum_points(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,
                             const typename xyzz_t::affine* points, uint32_t nb, uint32_t S)
 {
-    typedef typename xyzz_t::affine affine;
-    segment_sums(out, seg, off, nb, S, [&](uint64_t j) {
-        const uint32_t e = entries[j];
-        const affine p = affine::load(points + (e & ~NEG_BIT));
-        return (e & NEG_BIT) ? p.neg() : p;
-    });
+    segment_sums(out, seg, off, nb, S, [&](uint64_t j) { return entry_point(entries, points, j); });
 }
 
 template <class xyzz_t>
