@@ -6,7 +6,7 @@ random A/B densities (B about a quarter of aux), 4 inputs.  Prints the minimum a
 several calls and a sha256 over every output, so two builds can be compared for speed and bytes.
 
 Run (from the repository root):
-    python bench/bench_prep_msm.py [--log-n 22] [--threads 2] [--reps 7]
+    python bench/bench_prep_msm.py [--log-n 22] [--threads 2] [--reps 7] [--form canonical|montgomery]
     pytest bench/bench_prep_msm.py    (pytest-benchmark, 2^20)
 """
 import argparse
@@ -45,14 +45,16 @@ def main(argv=None):
     ap.add_argument("--log-n", type=int, default=22, help="log2 of the aux size")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads (0: all)")
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--form", default="canonical", choices=["canonical", "montgomery"],
+                    help="tail scalars: canonical (CPU MSM) or Montgomery (GPU MSM)")
     a = ap.parse_args(argv)
     args = inputs(a.log_n)
     ts, out = [], None
     for _ in range(a.reps):
         t0 = time.perf_counter()
-        out = _prep.prep_msm(*args, threads=a.threads)
+        out = _prep.prep_msm(*args, threads=a.threads, form=a.form)
         ts.append(time.perf_counter() - t0)
-    print(f"prep_msm 2^{a.log_n} threads={a.threads}: min {min(ts) * 1e3:.1f} ms, "
+    print(f"prep_msm 2^{a.log_n} threads={a.threads} {a.form}: min {min(ts) * 1e3:.1f} ms, "
           f"median {statistics.median(ts) * 1e3:.1f} ms, outputs sha256 {digest(out)}")
     return 0
 

@@ -52,9 +52,10 @@ def reference(inputs, aux, a_bits, bi_bits, b_bits):
     return out
 
 
+@pytest.mark.parametrize("form", ["canonical", "montgomery"])
 @pytest.mark.parametrize("n_in,n_aux,threads", [(1, 0, 1), (3, 1, 1), (5, 200, 1), (7, 5000, 2),
                                                   (2, 300_000, 0), (4, 300_001, 3)])
-def test_prep_matches_reference(n_in, n_aux, threads):
+def test_prep_matches_reference(n_in, n_aux, threads, form):
     rng = np.random.default_rng(n_aux + n_in)
     kind = rng.choice(3, size=n_aux, p=[0.45, 0.45, 0.10])
     aux = [0 if k == 0 else 1 if k == 1 else int(rng.integers(2, 2**62)) * int(rng.integers(1, 2**62)) % R
@@ -64,8 +65,10 @@ def test_prep_matches_reference(n_in, n_aux, threads):
     b_bits = rng.random(n_aux) < 0.25
     bi_bits = rng.random(n_in) < 0.5
     got = prep_msm(to_mont(inputs), to_mont(aux), bits_to_words(a_bits), bits_to_words(bi_bits),
-                   bits_to_words(b_bits), threads=threads)
+                   bits_to_words(b_bits), threads=threads, form=form)
     ref = reference(inputs, aux, a_bits, bi_bits, b_bits)
+    assert got["tail_form"] == form
+    enc = (lambda v: v) if form == "canonical" else (lambda v: v * RM % R)   # Montgomery: v·2^256 mod r
     for q in "lab":
         ones, tail, size = ref[q]
         assert got[q + "_size"] == size
@@ -75,11 +78,13 @@ def test_prep_matches_reference(n_in, n_aux, threads):
         got_ones = {w * 64 + b for w in range(len(words)) for b in range(64) if (int(words[w]) >> b) & 1}
         assert got_ones == ones
         assert [int(i) for i in got[q + "_tail_idx"]] == [i for _, i in tail]
-        assert [limbs_to_int(r) for r in got[q + "_tail_scalars"]] == [v for v, _ in tail]
+        assert [limbs_to_int(r) for r in got[q + "_tail_scalars"]] == [enc(v) for v, _ in tail]
 
 
 def test_prep_rejects_bad_shapes():
     z = np.zeros((4, 4), np.uint64)
+    with pytest.raises(ValueError, match="form"):
+        prep_msm(z, z, np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), form="mont")
     with pytest.raises(ValueError, match="aux"):
         prep_msm(z, np.zeros((4, 3), np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64))
     with pytest.raises(ValueError, match="a_aux"):

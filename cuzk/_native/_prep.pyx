@@ -36,7 +36,7 @@ cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
                              const uint64_t* b_aux, size_t parts, prep_chunk_t* chunks)
     void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
                    const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
-                   prep_query_t* q, size_t parts, const prep_chunk_t* chunks)
+                   prep_query_t* q, size_t parts, const prep_chunk_t* chunks, bint canonical)
     size_t popcount_words(const uint64_t* w, size_t nbits)
 
 
@@ -56,7 +56,7 @@ def _fr(name, a):
     return np.ascontiguousarray(a)
 
 
-def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
+def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
     """Classify a partition's scalars for batch addition and tail MSMs.
 
     Parameters
@@ -67,14 +67,25 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
         Density bit vectors (bit i of word i // 64): aux in A, inputs in B, aux in B.
     threads : int
         Worker threads (0 = all cores). Runs without the GIL.
+    form : {"canonical", "montgomery"}
+        Form of the tail scalars: canonical (the CPU MSM) or Montgomery as given (the GPU MSM
+        reads them with ``scalar_form="montgomery"``; no conversion here).
 
     Returns
     -------
     dict with, for q in ``("l", "a", "b")``: ``q + "_ones"`` (uint64 bitmap over the query's
     density-compacted SRS index space), ``q + "_tail_scalars"`` (uint64 (m, 4) canonical),
-    ``q + "_tail_idx"`` (uint64 (m,) SRS indices, increasing), ``q + "_n_ones"``, and
-    ``q + "_size"`` (the number of SRS points of the query).
+    ``q + "_tail_idx"`` (uint64 (m,) SRS indices, increasing), ``q + "_n_ones"``,
+    ``q + "_size"`` (the number of SRS points of the query), and ``"tail_form"`` (``form``).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or dtypes, density vectors too short, an unknown ``form``.
     """
+    if form not in ("canonical", "montgomery"):
+        raise ValueError(f"form must be 'canonical' or 'montgomery', got {form!r}")
+    cdef bint canonical = form == "canonical"
     inputs = _fr("inputs", inputs)
     aux = _fr("aux", aux)
     cdef size_t n_in = inputs.shape[0], n_aux = aux.shape[0]
@@ -118,7 +129,7 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
         q[k].n_tail = 0
     with nogil:
         prep_fill(<const fr_t*>&v_in[0, 0], n_in, <const fr_t*>&v_aux[0, 0], n_aux,
-                  &w_a[0], &w_bi[0], &w_b[0], q, parts, chunks.data())
+                  &w_a[0], &w_bi[0], &w_b[0], q, parts, chunks.data(), canonical)
     for k, name in enumerate(("l", "a", "b")):
         ones, ts, ti = keep[k]
         if q[k].n_tail != tails[k]:
@@ -128,4 +139,5 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0):
         out[name + "_tail_idx"] = ti[: tails[k]]
         out[name + "_n_ones"] = int(q[k].n_ones)
         out[name + "_size"] = int(sizes[k])
+    out["tail_form"] = form
     return out

@@ -57,13 +57,17 @@ class CpuStages(Stages):
     def _t(self, threads):
         return self.threads if threads is None else threads
 
+    #: form of the tail scalars prep_msm hands the tail MSMs (the CPU MSM reads canonical ones)
+    tail_form = "canonical"
+
     def prep_msm(self, asg, threads=None):
-        """Split aux scalars into ones (bitmaps) and full values (tails); see ``_prep``."""
+        """Split aux scalars into ones (bitmaps) and full values (tails, in ``tail_form``); see
+        ``_prep``."""
         from .._native import _prep
         threads = self._t(threads)
         return _prep.prep_msm(asg.inputs, asg.aux, asg.a_aux_density.words,
                               asg.b_input_density.words, asg.b_aux_density.words,
-                              threads=threads)
+                              threads=threads, form=self.tail_form)
 
     def h_coeffs(self, asg, threads=None):
         """Coefficients of h = (a·b − c)/Z, Montgomery uint64 (n, 4), n = domain size."""

@@ -442,6 +442,10 @@ class CudaStages(CpuStages):
             b_g2 = "gpu" if cores < 64 else "cpu"
             log.info("b_g2 'auto' -> %s (%d CPU cores)", b_g2, cores)
         self.b_g2 = b_g2
+        # every tail MSM on the GPU: leave the tail scalars in Montgomery form (the MSM's digit
+        # kernels convert; prep_msm skips a Montgomery reduction per full scalar); with B_G2 on
+        # the CPU the CPU MSM needs canonical ones
+        self.tail_form = "montgomery" if b_g2 == "gpu" else "canonical"
         from .._cuda_state import device_pool
         self.pool = device_pool(d, self.device)
 
@@ -624,7 +628,7 @@ class CudaStages(CpuStages):
             else:
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
-                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form="canonical")
+                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep.get("tail_form", "canonical"))
             marks.append((name, ctx.event(s, timing=True)))
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)

@@ -5,7 +5,8 @@
 //   A: input i                     -> i;  aux j with a_aux bit -> n_in + rank(a_aux, j)
 //   B: input i with b_input bit    -> rank(b_input, i); aux j with b_aux bit -> popcount(b_input) + rank(b_aux, j)
 // Every aux scalar (Montgomery) is classified: 0 (skipped), 1 (a bit in Q's `ones` bitmap: batch
-// addition) or full (appended to Q's tail as canonical scalar + SRS index). Inputs always go to
+// addition) or full (appended to Q's tail as canonical scalar — or left in Montgomery form for
+// the GPU MSM — + SRS index). Inputs always go to
 // the tail (canonical), whatever their value. Tails are ordered by SRS index.
 // Parallel within one partition: per-chunk counts (prep_count, also sizing the outputs), prefix
 // sums, fill; bitmap words shared by two chunks are merged with atomic OR. Cost: two passes over
@@ -83,12 +84,20 @@ inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a
 // chunks/parts: prep_count's per-chunk counts over the same aux and densities.
 inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
                       const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
-                      prep_query_t* q, size_t parts, const prep_chunk_t* chunks) {
+                      prep_query_t* q, size_t parts, const prep_chunk_t* chunks, bool canonical = true) {
+    // tails in canonical form (the CPU MSM), or left in Montgomery form (the GPU MSM converts)
+    auto put = [canonical](uint64_t* dst, const fr_t& v) {
+        if (canonical) {
+            v.to_canonical(dst);
+        } else {
+            std::memcpy(dst, &v, 32);
+        }
+    };
     // inputs first: they come first in the A and B index spaces, so tails stay index-ordered
     size_t ta = 0, tb = 0, rb = 0;
     for (size_t i = 0; i < n_in; i++) {
         uint64_t c[4];
-        inputs[i].to_canonical(c);
+        put(c, inputs[i]);
         std::memcpy(q[1].tail_scalars + 4 * ta, c, 32);
         q[1].tail_idx[ta++] = i;
         if (bit_at(b_input, i)) {
@@ -138,7 +147,7 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
                 continue;
             }
             uint64_t cs[4];
-            v.to_canonical(cs);
+            put(cs, v);
             std::memcpy(q[0].tail_scalars + 4 * c.full[0], cs, 32);
             q[0].tail_idx[c.full[0]++] = j;
             if (ia) { std::memcpy(q[1].tail_scalars + 4 * c.full[1], cs, 32); q[1].tail_idx[c.full[1]++] = ia_idx; }
