@@ -1,7 +1,7 @@
 """One PoRep-shaped partition end to end on a backend: keygen, resident key, per-stage table.
 
     python bench/bench_gpu_partition.py --log-n 20 24 [--backend cuda] [--repeat 3] [--check-cpu]
-                                        [--json out.json]
+                                        [--json out.json] [--config "precompute=2,h_window=20" --config ""]
 
 For each size: porep_like(log_n) (≈90 % bit aux values), keygen (on the GPU when the backend is
 cuda), the key made resident (``Stages.load_key``: upload time and bytes), one verified warm-up
@@ -36,38 +36,64 @@ def _one(st, key, asg, ctx, r, s, verify):
     return proof, t
 
 
-def run(log_n, backend, repeat, check_cpu, seed=1, options=None):
+def _parse_config(text):
+    """``"precompute=2,h_window=20,b_g2=gpu"`` -> options of ``stages_for`` ('' -> defaults)."""
+    conv = {"precompute": int, "h_window": int, "b_g2": str}
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        k, sep, v = item.partition("=")
+        k = k.strip().replace("-", "_")
+        if not sep or k not in conv:
+            raise SystemExit(f"--config: {item!r} is not one of {', '.join(f'{n}=V' for n in conv)}")
+        out[k] = conv[k](v.strip())
+    return out
+
+
+def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,)):
+    """Rows for one size: the circuit and key made once, then each configuration (stage options)
+    on a freshly loaded resident key."""
     import cuzk
     from cuzk._stages import stages_for
-    row = {"log_n": log_n, "backend": backend}
     t0 = time.perf_counter()
     r1cs, inputs, aux = cuzk.porep_like(log_n, seed)
     asg = r1cs.assignment(inputs, aux)
-    row["circuit_s"] = time.perf_counter() - t0
+    circuit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     pk = cuzk.keygen_random(r1cs, seed=seed, backend=backend)
-    row["keygen_s"] = time.perf_counter() - t0
+    keygen_s = time.perf_counter() - t0
     del r1cs
-    st = stages_for(backend, **(options or {}))
-    row["options"] = options or {}
-    ctx = st.context()
-    t0 = time.perf_counter()
-    key = st.load_key(pk)
-    row["load_key_s"] = time.perf_counter() - t0
-    row["key_bytes"] = key.nbytes
-    row["device"] = st.device_label
-    proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified
-    row["verified"] = True
-    if check_cpu:
-        row["cpu_equal"] = proof == cuzk.prove(pk, asg, 11, 22, backend="cpu")
-        if not row["cpu_equal"]:
-            raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
-    runs = [_one(st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
-    keys = sorted({k for t in runs for k in t if isinstance(t[k], float)})
-    row["median"] = {k: statistics.median(t[k] for t in runs if k in t) for k in keys}
-    key.release()
-    ctx.close()
-    return row
+    rows = []
+    for options in configs:
+        row = {"log_n": log_n, "backend": backend, "circuit_s": circuit_s, "keygen_s": keygen_s}
+        st = stages_for(backend, **(options or {}))
+        row["options"] = options or {}
+        ctx = st.context()
+        t0 = time.perf_counter()
+        key = st.load_key(pk)
+        row["load_key_s"] = time.perf_counter() - t0
+        row["key_bytes"] = key.nbytes
+        row["device"] = st.device_label
+        try:
+            proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified
+            row["verified"] = True
+            if check_cpu:
+                row["cpu_equal"] = proof == cuzk.prove(pk, asg, 11, 22, backend="cpu")
+                if not row["cpu_equal"]:
+                    raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
+            runs = [_one(st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
+        finally:
+            key.release()
+            ctx.close()
+            st.trim()
+        keys = sorted({k for t in runs for k in t if isinstance(t[k], float)})
+        row["median"] = {k: statistics.median(t[k] for t in runs if k in t) for k in keys}
+        rows.append(row)
+    return rows
+
+
+def _label(row):
+    o = row["options"]
+    return f"2^{row['log_n']}" + ("" if not o else " " + ",".join(f"{k}={v}" for k, v in o.items()))
 
 
 def main(argv=None):
@@ -80,23 +106,30 @@ def main(argv=None):
     ap.add_argument("--precompute", type=int, default=None, help="CUDA: copies of the H bases")
     ap.add_argument("--h-window", type=int, default=None, help="CUDA: H MSM window width")
     ap.add_argument("--b-g2", default=None, choices=["gpu", "cpu"], help="CUDA: where B_G2 runs")
+    ap.add_argument("--config", action="append", default=None, metavar="K=V[,K=V...]",
+                    help="CUDA stage options of one configuration (precompute, h_window, b_g2; '' for the "
+                         "defaults); repeat to compare several on one circuit and key (keygen once)")
     a = ap.parse_args(argv)
-    opts = {k: v for k, v in (("precompute", a.precompute), ("h_window", a.h_window),
-                              ("b_g2", a.b_g2)) if v is not None}
+    if a.config is not None:
+        configs = [_parse_config(c) for c in a.config]
+    else:
+        configs = [{k: v for k, v in (("precompute", a.precompute), ("h_window", a.h_window),
+                                      ("b_g2", a.b_g2)) if v is not None}]
     rows = []
     for lg in a.log_n:
-        row = run(lg, a.backend, a.repeat, a.check_cpu, options=opts)
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
+        for row in run(lg, a.backend, a.repeat, a.check_cpu, configs=configs):
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)
     names = sorted({k for r in rows for k in r["median"]})
-    print(f"\n{'stage (median s)':<22s}" + "".join(f"{'2^' + str(r['log_n']):>12s}" for r in rows))
+    w = max([12] + [len(_label(r)) + 2 for r in rows])
+    print(f"\n{'stage (median s)':<22s}" + "".join(f"{_label(r):>{w}s}" for r in rows))
     for k in names:
-        print(f"{k:<22s}" + "".join(f"{r['median'].get(k, float('nan')):12.4f}" for r in rows))
+        print(f"{k:<22s}" + "".join(f"{r['median'].get(k, float('nan')):{w}.4f}" for r in rows))
     for k in ("keygen_s", "load_key_s"):
-        print(f"{k:<22s}" + "".join(f"{r[k]:12.3f}" for r in rows))
+        print(f"{k:<22s}" + "".join(f"{r[k]:{w}.3f}" for r in rows))
     return 0
 
 

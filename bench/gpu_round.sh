@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
+# Next session's first call (see bench/RESULTS.md, session 4): tests msmflat part27c eng24n
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -22,6 +23,8 @@ for step in "${@:-all}"; do
     part24) timeout 500 python3 bench/bench_gpu_partition.py --log-n 24 --json "$OUT/part24.json" 2>&1 | tee "$OUT/part24.log" | tail -40 ;;
     part24k2) timeout 300 python3 bench/bench_gpu_partition.py --log-n 24 --precompute 2 --json "$OUT/part24k2.json" 2>&1 | tee "$OUT/part24k2.log" | tail -40 ;;
     part27) timeout 420 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 ${PART27_OPTS:-} --json "$OUT/part27.json" 2>&1 | tee "$OUT/part27.log" | tail -40 ;;
+    part27c) timeout 560 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "" \
+                --config "precompute=2,h_window=20" --json "$OUT/part27c.json" 2>&1 | tee "$OUT/part27c.log" | tail -40 ;;
     msmsweep) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c auto,16,18 --k 1,2,4 --no-check --runs 3 --json "$OUT/msmsweep.json" 2>&1 | tee "$OUT/msmsweep.log" | tail -25 ;;
     msmprof) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --no-check --runs 2 2>&1 | tee "$OUT/msmprof.log" | grep -v "^ *$" | tail -45 ;;
