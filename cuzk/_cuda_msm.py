@@ -106,7 +106,11 @@ def _levels(m, S, flat=False):
     ``flat``: level 0 cuts at global multiples of S, so a bucket can get one piece more
     (ceil(m/S) + 1: a bucket of <= S entries may straddle a chunk boundary)."""
     m = max(int(m), 1)
-    levels, m = 1, (-(-m // S) + 1 if m > 1 else 1) if flat else -(-m // S)
+    if flat:
+        m = -(-m // S) + 1 if m > 1 else 1      # pieces after a flat level 0
+    else:
+        m = -(-m // S)                          # segments after a bucket-relative level 0
+    levels = 1
     while m > 1:
         m, levels = -(-m // S), levels + 1
     return levels

@@ -35,23 +35,20 @@ extern "C" __global__ void cuzk_msm_apply_counts(uint64_t* off, const uint64_t* 
     msm::tile_apply(off, ac_chunk, tile_off, nb, K, ntiles, [&](uint32_t b) { return (uint64_t)counts[b]; });
 }
 // flat != 0: the pieces of msm::chunk_sums (cut at global multiples of S) instead of
-// bucket-relative segments.
-CUZK_DEVICE uint64_t segments_of(const uint64_t* off, uint32_t b, uint32_t S, uint32_t flat)
-{
-    return flat ? msm::flat_pieces(off, b, S) : (off[b + 1] - off[b] + S - 1) / S;
-}
+// bucket-relative segments (msm::segments_of).
 extern "C" __global__ void cuzk_msm_tiles_segments(uint64_t* tiles, const uint64_t* off, uint32_t nb, uint32_t S,
                                                    uint32_t K, uint32_t flat)
 {
     CUZK_DYN_SMEM(uint64_t, ts_red);
-    msm::tile_totals(tiles, ts_red, nb, K, [&](uint32_t b) { return segments_of(off, b, S, flat); });
+    msm::tile_totals(tiles, ts_red, nb, K, [&](uint32_t b) { return msm::segments_of(off, b, S, flat); });
 }
 extern "C" __global__ void cuzk_msm_apply_segments(uint64_t* seg, const uint64_t* tile_off, const uint64_t* off,
                                                    uint32_t nb, uint32_t S, uint32_t K, uint32_t ntiles,
                                                    uint32_t flat)
 {
     CUZK_DYN_SMEM(uint64_t, as_chunk);
-    msm::tile_apply(seg, as_chunk, tile_off, nb, K, ntiles, [&](uint32_t b) { return segments_of(off, b, S, flat); });
+    msm::tile_apply(seg, as_chunk, tile_off, nb, K, ntiles,
+                    [&](uint32_t b) { return msm::segments_of(off, b, S, flat); });
 }
 extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in, uint32_t n)
 {

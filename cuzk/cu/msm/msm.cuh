@@ -140,14 +140,22 @@ CUZK_DEVICE void tile_items(uint32_t nb, uint32_t K, uint32_t& b, uint32_t& e)
     e = lo + K < nb ? (uint32_t)(lo + K) : nb;
 }
 
+// Σ value(i) over the calling thread's items [b, e) (tile_items).
+template <class V>
+CUZK_DEVICE uint64_t tile_sum(uint32_t nb, uint32_t K, V value, uint32_t& b, uint32_t& e)
+{
+    tile_items(nb, K, b, e);
+    uint64_t sum = 0;
+    for (uint32_t i = b; i < e; i++) sum += value(i);
+    return sum;
+}
+
 // tiles[blockIdx.x] = Σ value over the tile.  red: blockDim.x words of shared memory.
 template <class V>
 CUZK_DEVICE void tile_totals(uint64_t* tiles, uint64_t* red, uint32_t nb, uint32_t K, V value)
 {
     uint32_t b, e;
-    tile_items(nb, K, b, e);
-    uint64_t sum = 0;
-    for (uint32_t i = b; i < e; i++) sum += value(i);
+    const uint64_t sum = tile_sum(nb, K, value, b, e);
     const uint32_t t = threadIdx.x;
     red[t] = sum;
     __syncthreads();
@@ -165,9 +173,7 @@ CUZK_DEVICE void tile_apply(uint64_t* out, uint64_t* chunk, const uint64_t* tile
                             uint32_t ntiles, V value)
 {
     uint32_t b, e;
-    tile_items(nb, K, b, e);
-    uint64_t sum = 0;
-    for (uint32_t i = b; i < e; i++) sum += value(i);
+    const uint64_t sum = tile_sum(nb, K, value, b, e);
     const uint32_t t = threadIdx.x;
     chunk[t] = sum;
     __syncthreads();
@@ -262,6 +268,13 @@ CUZK_DEVICE uint64_t flat_pieces(const uint64_t* off, uint32_t b, uint32_t S)
 {
     const uint64_t lo = off[b], hi = off[b + 1];
     return hi > lo ? (hi - 1) / S - lo / S + 1 : 0;
+}
+
+// Sums bucket b leaves for the next step: bucket-relative segments of <= S items, or (flat, a
+// level 0 cut by chunk_sums) its pieces.
+CUZK_DEVICE uint64_t segments_of(const uint64_t* off, uint32_t b, uint32_t S, uint32_t flat)
+{
+    return flat ? flat_pieces(off, b, S) : (off[b + 1] - off[b] + S - 1) / S;
 }
 
 template <class xyzz_t, class L>

@@ -106,19 +106,17 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
         }
     }
     const size_t a_base = n_in, b_base = rb;
-    const size_t T = parts;
-    typedef prep_chunk_t chunk_t;
-    std::vector<chunk_t> start(T);
+    std::vector<prep_chunk_t> start(parts);
     // exclusive prefix sums: where each chunk starts writing (tails after the inputs)
-    chunk_t run{{0, ta, tb}, 0, 0};
-    for (size_t t = 0; t < T; t++) {
+    prep_chunk_t run{{0, ta, tb}, 0, 0};
+    for (size_t t = 0; t < parts; t++) {
         start[t] = run;
         for (int k = 0; k < 3; k++) run.full[k] += chunks[t].full[k];
         run.ra += chunks[t].ra; run.rb += chunks[t].rb;
     }
     std::atomic<size_t> ones_tot[3] = {{0}, {0}, {0}};
-    parallel_chunks(n_aux, T, [&](size_t b, size_t e, size_t t) {
-        chunk_t c = start[t];
+    parallel_chunks(n_aux, parts, [&](size_t b, size_t e, size_t t) {
+        prep_chunk_t c = start[t];
         size_t nones[3] = {0, 0, 0};
         // bitmap words: accumulate locally per query and flush with atomic OR
         uint64_t acc[3] = {0, 0, 0};
