@@ -586,6 +586,20 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert out == want
 
 
+@pytest.mark.parametrize("nbytes", [8, 92416 + 8, 1 << 20, (1 << 20) + 8 * 7 + 8])
+def test_pinned_results_view_any_row_count(fake, monkeypatch, nbytes):
+    """The worker's growable pinned result buffer: any multiple of 8 bytes views as uint64 after
+    growth (the H200 run of session 5 found a grown size of 92457 bytes, not a whole word)."""
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    pin = sc._Pinned(fake.Device.get(0))
+    pin.warm(4096)
+    words = pin.get(nbytes).asarray(np.uint64)
+    assert words.nbytes >= nbytes and words.nbytes % 4096 == 0
+    assert pin.get(nbytes // 2) is pin.get(nbytes)               # never shrinks or regrows
+    pin.close()
+
+
 @pytest.mark.parametrize("nbytes,src_bytes,chunk,slots", [(1000, 1000, 64, 3), (1000, 333, 64, 2),
                                                         (64, 64, 64, 4), (5, 0, 64, 1), (4096, 4000, 1000, 3)])
 def test_staging_ring_uploads(fake, monkeypatch, nbytes, src_bytes, chunk, slots):

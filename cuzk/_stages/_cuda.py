@@ -81,7 +81,7 @@ class _Pinned:
                 self._drop()
                 # with headroom: a pinned allocation takes ~0.4 s/GB and stalls the driver
                 # for the other workers too, so a partition a little larger must not regrow it
-                self.buf = _driver().PinnedBuffer(max(nbytes + nbytes // 8, 4096), self.device)
+                self.buf = _driver().PinnedBuffer(_align(nbytes + nbytes // 8, 4096), self.device)
             return self.buf
 
     def warm(self, nbytes):
@@ -89,7 +89,7 @@ class _Pinned:
         thread: an existing buffer, possibly in use, is never replaced here)."""
         with self._lock:
             if self.buf is None:
-                self.buf = _driver().PinnedBuffer(max(nbytes, 4096), self.device)
+                self.buf = _driver().PinnedBuffer(_align(max(nbytes, 4096), 4096), self.device)
 
     def close(self):
         with self._lock:
