@@ -34,7 +34,7 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES", "default_balance",
            "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
@@ -47,11 +47,14 @@ _GROUPS = ("g1", "g2")
 _C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 16
 _SEGMENT = 64              # default entries per segment (bench: --segment)
 # Level 0's work split (bench: --balance): "bucket" = one thread per bucket-relative segment of
-# <= S entries (measured default); "flat" = one thread per S consecutive sorted entries, cut at
-# bucket boundaries (msm.cuh chunk_sums), equal work per thread.  Not yet timed on a GPU:
-# predicted to matter at c >= 18 where buckets are Poisson-sized (bench/RESULTS.md, session 4).
+# <= S entries; "flat" = one thread per S consecutive sorted entries, cut at bucket boundaries
+# (msm.cuh chunk_sums), equal work per thread.  Default (``default_balance``), from the H200
+# sweep of session 5 (bench/RESULTS.md; c 16..22, k 1/4, three distributions): "flat" for G2
+# (every configuration, 4-17 % faster: 2^22 uniform c=16 k=1 109.8 vs 129.2 ms) and for the
+# indexed tail MSMs, whose scalars are skewed (G1 2^24 real_tail c=16 k=4 25.3 vs 26.4 ms,
+# bits90 22.1 vs 23.3); "bucket" for the plain G1 MSM (the H MSM's uniform scalars: 127.1 vs
+# 130.8 ms at 2^24 c=16 k=4).
 BALANCES = ("bucket", "flat")
-_BALANCE = "bucket"
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
@@ -143,6 +146,12 @@ class MsmPlan:
                 f"scratch_bytes={self.scratch_bytes}, precompute_bytes={self.precompute_bytes})")
 
 
+def default_balance(group, indexed):
+    """Level 0's measured best work split for an MSM of ``group`` (see ``BALANCES``): "flat" for
+    G2 and for indexed (tail) MSMs, "bucket" for a plain G1 MSM."""
+    return "flat" if group == "g2" or indexed else "bucket"
+
+
 def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
              balance=None):
     """Plan an MSM of ``n`` scalars over ``npoints`` resident bases.
@@ -165,7 +174,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     segment : int or None
         Entries per segment S >= 2 (None: 64).
     balance : {"bucket", "flat"} or None
-        Level 0's work split (``BALANCES``; None: ``"bucket"``).
+        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed)``).
 
     Raises
     ------
@@ -190,7 +199,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
     if S < 2:
         raise ValueError(f"segment must be >= 2, got {S}")
-    balance = _BALANCE if balance is None else balance
+    balance = default_balance(group, indexed) if balance is None else balance
     if balance not in BALANCES:
         raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     c = window_bits(n, k) if c is None else int(c)

@@ -277,6 +277,16 @@ def test_flat_plan_levels(gpu_msm):
         M.msm_plan(10, "g1", None, balance="even")
 
 
+def test_default_balance_by_group_and_indexing(gpu_msm):
+    """The measured default work split: flat for G2 and for indexed (tail) MSMs, bucket for a
+    plain G1 MSM; an explicit balance always wins."""
+    M = gpu_msm
+    got = {(g, ix): M.msm_plan(100, g, None, npoints=200, c=6, indexed=ix).balance
+           for g in ("g1", "g2") for ix in (False, True)}
+    assert got == {("g1", False): "bucket", ("g1", True): "flat", ("g2", False): "flat", ("g2", True): "flat"}
+    assert M.msm_plan(100, "g2", None, c=6, balance="bucket").balance == "bucket"
+
+
 def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
     """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed."""
     rnd = random.Random(9)
