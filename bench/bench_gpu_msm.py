@@ -130,7 +130,8 @@ def main(argv=None):
     p.add_argument("--kinds", default="uniform,bits90,real_tail", help=f"of {','.join(KINDS)}")
     p.add_argument("--c", default="auto", help="window widths: auto or a list")
     p.add_argument("--segment", default="auto", help="entries per segment S: auto or a list")
-    p.add_argument("--balance", default="bucket", help=f"level 0's work split, a list of {','.join(M.BALANCES)}")
+    p.add_argument("--balance", default="auto",
+                   help=f"level 0's work split, a list of auto (default_balance), {','.join(M.BALANCES)}")
     p.add_argument("--k", default="1", help="precomputed copies of the bases, a list")
     p.add_argument("--form", choices=M.SCALAR_FORMS, default="montgomery")
     p.add_argument("--runs", type=int, default=5)
@@ -147,7 +148,7 @@ def main(argv=None):
     st = M._state(dev)
     s = st.streams()[0]
     kinds = [x for x in args.kinds.split(",") if x]
-    balances = [x for x in args.balance.split(",") if x]
+    balances = [None if x == "auto" else x for x in args.balance.split(",") if x]
     combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances))
     sizes = [("g1", lg) for lg in _ints(args.g1)] + [("g2", lg) for lg in _ints(args.g2)]
     print(f"{dev.name}; CPU: {os.cpu_count()} cores; scalars {args.form}; runs {args.runs}", flush=True)
