@@ -452,7 +452,8 @@ def _parser():
     s.add_argument("--json", default=None, help="also write the results as JSON here")
     s.add_argument("--cache-dir", default=None,
                    help="where generated circuits are cached ($CUZK_DEMO_CACHE, else "
-                        "~/.cache/cuzk/demo)")
+                        "~/.cache/cuzk/demo); 'memory': generate in memory and write nothing "
+                        "(sizes whose .params would not fit the disk: 2^27 is 44 GiB)")
     e = s.add_argument_group("engine bench (any of these runs cuzk.Engine over every lock mode)")
     e.add_argument("--circuit", default=None, choices=["porep-like"], help="circuit family")
     e.add_argument("--partitions", type=int, default=None,

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-__all__ = ["CIRCUITS", "DEMO_SEED", "keygen_to_dir", "default_cache_dir", "ensure_circuit",
+__all__ = ["CIRCUITS", "DEMO_SEED", "generate_circuit", "keygen_to_dir", "default_cache_dir", "ensure_circuit",
            "load_circuit", "bench_sizes", "format_table", "run_demo", "run_bench"]
 
 #: Circuit families ``keygen_to_dir`` knows.
@@ -86,14 +86,20 @@ def keygen_to_dir(out, circuit="porep-like", log_n=10, seed=0, threads=None, qui
         raise
 
 
-def _keygen_into(out, log_n, seed, threads, quiet, progress):
-    from . import _snarkjs as sj
+def generate_circuit(log_n, seed=DEMO_SEED, threads=None, quiet=True, progress=False, timings=None):
+    """A PoRep-like circuit's key and witness made in memory (what :func:`keygen_to_dir` writes).
+
+    Returns
+    -------
+    (pk, asg, vk, public)
+        As :func:`load_circuit`.  ``timings`` (a dict), when given, gets seconds per step:
+        ``circuit``, ``keygen``, ``assignment``.
+    """
     from ._circuit import porep_like
     from ._keygen import KEYGEN_STEPS, keygen_random
-    from ._params import write_params, write_vk
     from ._progress import Progress
     from ._prover import public_inputs
-    t = {}
+    t = {} if timings is None else timings
 
     def step(name, fn, *a, **kw):
         s0 = time.perf_counter()
@@ -107,14 +113,23 @@ def _keygen_into(out, log_n, seed, threads, quiet, progress):
     with Progress(f"keygen 2^{log_n}", KEYGEN_STEPS, enabled=progress) as bar:
         pk = step("keygen", keygen_random, r1cs, seed, threads, bar, backend="auto")
     asg = step("assignment", r1cs.assignment, inputs, aux)
+    return pk, asg, pk.vk, public_inputs(asg)
 
-    def write():                            # each writer is atomic (temp file + rename)
-        write_params(os.path.join(out, "circuit.params"), pk)
-        write_vk(os.path.join(out, "circuit.vk"), pk.vk)
-        asg.save_npz(os.path.join(out, "assignment.npz"))
-        sj.write_public_json(os.path.join(out, "public.json"), public_inputs(asg))
 
-    step("write", write)
+def _keygen_into(out, log_n, seed, threads, quiet, progress):
+    from . import _snarkjs as sj
+    from ._params import write_params, write_vk
+    t = {}
+    pk, asg, vk, public = generate_circuit(log_n, seed, threads, quiet, progress, t)
+    s0 = time.perf_counter()
+    # each writer is atomic (temp file + rename)
+    write_params(os.path.join(out, "circuit.params"), pk)
+    write_vk(os.path.join(out, "circuit.vk"), vk)
+    asg.save_npz(os.path.join(out, "assignment.npz"))
+    sj.write_public_json(os.path.join(out, "public.json"), public)
+    t["write"] = time.perf_counter() - s0
+    if not quiet:
+        print(f"  {'write':<10s} {t['write']:8.2f} s", file=sys.stderr)
     return t
 
 
@@ -195,7 +210,11 @@ def ensure_circuit(log_n, seed=DEMO_SEED, cache=None, threads=None, circuit="por
 
 
 def _load_or_regenerate(log_n, seed, cache, threads, quiet):
+    """(path, (pk, asg, vk, public)) from the cache; ``cache="memory"``: generated in memory and
+    never written (path None), for sizes whose .params would not fit the disk (2^27: 44 GiB)."""
     from ._errors import FormatError
+    if cache == "memory":
+        return None, generate_circuit(log_n, seed, threads, quiet)
     path, generated = ensure_circuit(log_n, seed, cache, threads, quiet=quiet)
     try:
         return path, load_circuit(path, threads)

@@ -196,3 +196,21 @@ def test_bench_cli_bad_thread_share(tmp_path, capsys):
                "--cache-dir", str(tmp_path / "cache")])
     assert rc == 2
     assert "--thread-share" in capsys.readouterr().err
+
+
+def test_bench_cli_cache_memory_writes_nothing(tmp_path, capsys, monkeypatch):
+    """``--cache-dir memory``: the circuit is made in memory (no .params on disk, for 2^27's
+    44 GiB) and proves the same bytes as the cached circuit of the same size and seed."""
+    import json
+    from cuzk._cli import main
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUZK_DEMO_CACHE", str(tmp_path / "default-cache"))
+    args = ["bench", "--log-n", "4", "--partitions", "2", "--workers-per-gpu", "1", "--lock-mode", "narrow",
+            "--backend", "cpu", "--threads", "2"]
+    rc = main(args + ["--cache-dir", "memory", "--json", str(tmp_path / "m.json")])
+    assert rc == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]      # nothing else written
+    rc = main(args + ["--cache-dir", str(tmp_path / "c"), "--json", str(tmp_path / "c.json")])
+    assert rc == 0
+    sha = [json.loads((tmp_path / f).read_text())["results"][0]["sha256"] for f in ("m.json", "c.json")]
+    assert sha[0] == sha[1]
