@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
-# Next session's first call (see bench/RESULTS.md, session 4): tests msmflat part27c eng24n
+# Session 5's calls: tests msmflat / fixtests eng27 / part27c eng24n (bench/RESULTS.md, session 5)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -45,6 +45,11 @@ for step in "${@:-all}"; do
     soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \
                 --lock-mode narrow --sample-every 20 --json "$OUT/soak16.json" 2>&1 | tail -30 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
+    eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu ${ENG27_W:-2} \
+                --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory --json "$OUT/eng27.json" \
+                2>&1 | tee "$OUT/eng27.log" | tail -20 ;;
+    fixtests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "cuda_backend or engine or stages" 2>&1 \
+                | tee "$OUT/gpu_fix_tests.log" | tail -5 ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
                 --c 16,18,20,22 --k 1,4 --balance bucket,flat --no-check --runs 3 --json "$OUT/msmflat.json" 2>&1 \
                 | tee "$OUT/msmflat.log" | grep -v "^msm " | tail -50 ;;
