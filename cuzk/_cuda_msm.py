@@ -26,6 +26,7 @@ converted inside the digit kernels).
 
 import logging
 import os
+import re
 import threading
 import time
 
@@ -53,13 +54,20 @@ _SEGMENT = 64              # default entries per segment (bench: --segment)
 # (every configuration, 4-17 % faster: 2^22 uniform c=16 k=1 109.8 vs 129.2 ms) and for the
 # indexed tail MSMs, whose scalars are skewed (G1 2^24 real_tail c=16 k=4 25.3 vs 26.4 ms,
 # bits90 22.1 vs 23.3); "bucket" for the plain G1 MSM (the H MSM's uniform scalars: 127.1 vs
-# 130.8 ms at 2^24 c=16 k=4).
-BALANCES = ("bucket", "flat")
+# 130.8 ms at 2^24 c=16 k=4).  "affine": the flat chunks and pieces, with affine additions that
+# share one inversion per block and step (msm.cuh sum_points_affine, ~6M instead of 8M + 2S per
+# addition); opt-in until timed.
+BALANCES = ("bucket", "flat", "affine")
+_FLAT_LEVEL0 = ("flat", "affine")   # balances whose level 0 leaves the flat pieces
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
+# balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
+# additions one inversion serves are _AFFINE_THREADS x the kernel's lanes) and blocks per SM.
+_AFFINE_THREADS = 256
+_AFFINE_PER_SM = 4
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
 log = logging.getLogger("cuzk.msm")
@@ -173,7 +181,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         Precomputed copies of the bases (``precompute_bases``); 1: none.
     segment : int or None
         Entries per segment S >= 2 (None: 64).
-    balance : {"bucket", "flat"} or None
+    balance : {"bucket", "flat", "affine"} or None
         Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed)``).
 
     Raises
@@ -218,7 +226,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     p.n, p.npoints, p.group, p.c, p.W, p.k, p.Wk, p.H, p.nb, p.S = n, N, group, c, W, k, Wk, H, nb, S
     p.indexed, p.device, p.sm_count = bool(indexed), device, int(device.sm_count)
     p.balance = balance
-    p.levels = _levels(max(n, 1) * k, S, flat=balance == "flat")
+    p.levels = _levels(max(n, 1) * k, S, flat=balance in _FLAT_LEVEL0)
     p.P, p.segs = _window_split(c, Wk, p.sm_count)
     p.host_rows = Wk * p.P if n else 0
     xyzz = XYZZ_WORDS[group] * 8
@@ -252,6 +260,36 @@ def _state(device):
 
 def _grid(items, threads, sm_count, per_sm):
     return max(1, min(-(-max(items, 1) // threads), sm_count * per_sm))
+
+
+_LANES_RE = re.compile(r"^#define CUZK_MSM_AFFINE_LANES (\d+)$", re.M)
+_lanes = []
+
+
+def _affine_lanes():
+    """Lanes (flat chunks) per thread of the affine level 0: CUZK_MSM_AFFINE_LANES, read from
+    msm/msm.cuh (the one place it is written), cached."""
+    if not _lanes:
+        from ._kernels import cu_root
+        with open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8") as f:
+            _lanes.append(int(_LANES_RE.search(f.read()).group(1)))
+    return _lanes[0]
+
+
+def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bound):
+    """Enqueue level 0 of ``plan.balance`` over the sorted entries into ``sums``; ``chunks_bound``
+    bounds the segments (or flat chunks) it can have."""
+    g, args = plan.group, [("P", sums), ("P", seg), ("P", off), ("P", entries), ("P", d_points_ptr),
+                           ("I", plan.nb), ("I", plan.S)]
+    if plan.balance == "affine":
+        T = _AFFINE_THREADS
+        assert T & (T - 1) == 0, "_AFFINE_THREADS must be a power of two (block_inverse)"
+        grid = _grid(chunks_bound, T * _affine_lanes(), plan.sm_count, _AFFINE_PER_SM)
+        field = (XYZZ_WORDS[g] * 8) // 4              # one coordinate: a quarter of an XYZZ point
+        st.fn("cuzk_msm_sum_points_affine_" + g, T * field).launch(s, grid, T, args, shmem=T * field)
+        return
+    name = "cuzk_msm_sum_points_flat_" if plan.balance == "flat" else "cuzk_msm_sum_points_"
+    st.fn(name + g).launch(s, _grid(chunks_bound, _SUM_THREADS, plan.sm_count, 8), _SUM_THREADS, args)
 
 
 def _scan_threads(nb):
@@ -367,14 +405,12 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]
         bound = dict(plan.buffers)["sums_a"] // (rows * 8)
-        flat = plan.balance == "flat"
+        flat = plan.balance in _FLAT_LEVEL0
         for level in range(plan.levels):
             _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0)
             grid = _grid(bound, _SUM_THREADS, sm, 8)
             if level == 0:
-                st.fn(("cuzk_msm_sum_points_flat_" if flat else "cuzk_msm_sum_points_") + g).launch(
-                    s, grid, _SUM_THREADS, [("P", sums), ("P", seg), ("P", off), ("P", ptr["entries"]),
-                                            ("P", d_points_ptr), ("I", nb), ("I", S)])
+                _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound)
             else:
                 st.fn("cuzk_msm_sum_partials_" + g).launch(
                     s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),

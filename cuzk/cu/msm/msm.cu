@@ -57,7 +57,9 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 }
 
 // Level 0 over the sorted entries: bucket-relative segments (NAME = cuzk_msm_sum_points) or
-// flat chunks (cuzk_msm_sum_points_flat), the same arguments.
+// flat chunks (cuzk_msm_sum_points_flat), the same arguments; cuzk_msm_sum_points_affine takes
+// them too (the flat chunks, affine additions sharing one inversion per block and step), with
+// dynamic shared memory of blockDim.x field elements, blockDim.x a power of two.
 #define CUZK_MSM_POINTS_KERNEL(NAME, FN, G)                                                             \
     extern "C" __global__ void NAME##_##G(G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off,    \
                                           const uint32_t* entries, const G##_affine_t* points,          \
@@ -69,6 +71,14 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 #define CUZK_MSM_GROUP(G)                                                                               \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points, sum_points, G)                                          \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points_flat, sum_points_flat, G)                                \
+    extern "C" __global__ void cuzk_msm_sum_points_affine_##G(                                          \
+        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
+        const G##_affine_t* points, uint32_t nb, uint32_t S)                                            \
+    {                                                                                                   \
+        CUZK_DYN_SMEM(uint4, affine_tree_##G);                                                          \
+        msm::sum_points_affine<CUZK_MSM_AFFINE_LANES>(out, seg, off, entries, points, nb, S,            \
+                                                      affine_tree_##G);                                 \
+    }                                                                                                   \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \
                                                          uint32_t nb, uint32_t S)                       \

@@ -319,6 +319,176 @@ CUZK_DEVICE void sum_points_flat(xyzz_t* out, const uint64_t* seg, const uint64_
     chunk_sums(out, seg, off, nb, S, [&](uint64_t j) { return entry_point(entries, points, j); });
 }
 
+// ---- level 0 in affine coordinates ("affine"): the flat chunks, batch-inverted additions
+
+// Lanes (flat chunks) per thread of sum_points_affine: the additions one inversion serves are
+// blockDim.x·J per step.  A compile-time constant (per-lane state lives in arrays of J);
+// cuzk/_cuda_msm.py reads it from here (_affine_lanes) to size the grid.
+#ifndef CUZK_MSM_AFFINE_LANES
+#define CUZK_MSM_AFFINE_LANES 8
+#endif
+
+// 1/v for every thread's v (non-zero) with one inversion per block (Montgomery's trick over a
+// product tree): up-sweep node i = node 2i · node 2i+1 (leaves T + t = the threads' v, never
+// stored: level 1 is built from register values), invert the root, down-sweep
+// 1/left = 1/parent · right, 1/right = 1/parent · left; at the bottom 1/v_t = 1/(v_t·v_t^1) ·
+// v_t^1.  log2(T) + 2 barriers each way.  Cost: one inversion + ~3(T − 1) M for the block.
+// T = blockDim.x, a power of two; tree: T field elements of shared memory (internal nodes at
+// 1 .. T−1; reused for the sibling exchange).  Every thread of the block must call it.
+template <class F>
+CUZK_DEVICE F block_inverse(const F& v, F* tree)
+{
+    const uint32_t T = blockDim.x, t = threadIdx.x;
+    if (T == 1) return inverse(v);
+    const uint32_t parent = (T + t) >> 1;                      // level-1 node of leaf T + t
+    if (t & 1) tree[parent] = v;
+    __syncthreads();
+    if (!(t & 1)) tree[parent] = v * tree[parent];             /* v_t · v_{t+1} */
+    __syncthreads();
+    for (uint32_t lo = T >> 2; lo; lo >>= 1) {                 // nodes [lo, 2·lo)
+        if (t < lo) tree[lo + t] = tree[2 * (lo + t)] * tree[2 * (lo + t) + 1];
+        __syncthreads();
+    }
+    if (t == 0) tree[1] = inverse(tree[1]);                    /* 1/Π v */
+    __syncthreads();
+    for (uint32_t lo = 1; 2 * lo < T; lo <<= 1) {              // node i in [lo, 2·lo), children internal
+        if (t < lo) {
+            const uint32_t i = lo + t;
+            const F a = tree[2 * i], b = tree[2 * i + 1], p = tree[i];
+            tree[2 * i] = p * b;                               /* 1/a = 1/(a·b) · b */
+            tree[2 * i + 1] = p * a;
+        }
+        __syncthreads();
+    }
+    const F pinv = tree[parent];                               /* 1/(v_t · v_{t^1}) */
+    __syncthreads();
+    tree[t] = v;
+    __syncthreads();
+    const F r = pinv * tree[t ^ 1u];
+    __syncthreads();                                           // tree free for the next call
+    return r;
+}
+
+// Level 0 with affine accumulators: the flat variant's chunks and pieces (chunk_sums: chunk
+// m = sorted entries [m·S, min((m + 1)·S, E)), cut at bucket boundaries, the piece of bucket b
+// to out[seg[b] + m − floor(off[b]/S)]), but each addition is affine and shares one inversion
+// with every other addition of its block and step:
+//   λ = (y2 − y1)/(x2 − x1)  (P ≠ ±acc)   or   3·x1^2 / (2·y1)  (P == acc, a = 0)
+//   x3 = λ^2 − x1 − x2,  y3 = λ·(x1 − x3) − y1
+// Per addition: 1M for the thread's prefix product, 2M to peel 1/d off the running inverse,
+// 1M λ, 1S λ^2, 1M y3 (≈ 5M + 1S, a doubling 1S more) plus the block's share of the tree
+// (~3M per thread, over J lanes) and of one inversion (over blockDim.x·J lanes) — against
+// 8M + 2S for the XYZZ mixed addition of chunk_sums.
+//
+// Work split.  Block iteration `first` (block-uniform: every barrier is reached by the whole
+// block) takes T·J consecutive chunks, lane l of thread t chunk m = first + l·T + t; all lanes
+// take step s (entry m·S + s) together, S steps; a lane whose chunk is exhausted (or past the
+// last chunk) idles with d = 1.  Cases of a step, P = entry m·S + s (its sign applied):
+//   P infinity (an all-zero base) or lane idle:   nothing (d = 1)
+//   accumulator empty:                          acc = P (d = 1)
+//   P.x ≠ acc.x:                                  add,  d = P.x − acc.x
+//   P.x = acc.x, P.y = −acc.y (also y = 0):       acc empty (d = 1)
+//   P.x = acc.x, P.y = acc.y:                     double, d = 2·acc.y (≠ 0)
+// so every d is non-zero and the block's product is invertible.  Pass 1 (lanes forward) keeps
+// the exclusive prefix products pre[l] of the thread's d; block_inverse gives 1/Π_l d_l; pass 2
+// (lanes backward) peels 1/d_l = inv·pre[l], inv ← inv·d_l, recomputing d (and reloading P: in
+// L1/L2) rather than storing it.  When a lane's piece ends (bucket end or chunk end) it writes
+// acc as XYZZ (ZZ = ZZZ = 1, or infinity when empty) and starts the next piece empty.
+// smem: blockDim.x field elements (block_inverse); blockDim.x a power of two.
+template <int J, class F>
+CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
+                                   const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
+                                   void* smem)
+{
+    static_assert(J >= 1 && J <= 32, "sum_points_affine: 1..32 lanes (bit masks of uint32)");
+    typedef affine_t<F> affine;
+    F* tree = reinterpret_cast<F*>(smem);
+    const uint64_t E = off[nb], chunks = (E + S - 1) / S;
+    const uint32_t T = blockDim.x, t = threadIdx.x;
+    const uint64_t per_block = (uint64_t)T * J;
+    for (uint64_t first = blockIdx.x * per_block; first < chunks; first += (uint64_t)gridDim.x * per_block) {
+        F ax[J], ay[J], pre[J];            // accumulators (valid unless empty), prefix products
+        uint32_t bk[J];                    // current bucket of the lane
+        uint64_t bend[J];                  // off[bk + 1]
+        uint32_t empty = ~0u;              // bit l: lane l's accumulator is empty
+        for (int l = 0; l < J; l++) {
+            const uint64_t m = first + (uint64_t)l * T + t;
+            if (m < chunks) {
+                bk[l] = bucket_of(off, nb, m * S);     // off[b] <= m·S < off[b + 1]: non-empty
+                bend[l] = off[bk[l] + 1];
+            }
+        }
+        for (uint32_t s = 0; s < S; s++) {
+            uint32_t add = 0, dbl = 0;     // bit l: lane l adds / doubles this step
+            F run = F::one();              // Π d over the lanes so far (1: none yet)
+            for (int l = 0; l < J; l++) {
+                const uint64_t m = first + (uint64_t)l * T + t, j = m * S + s;
+                if (m >= chunks || j >= E) continue;
+                const affine P = entry_point(entries, points, j);
+                if (P.is_inf()) continue;
+                const uint32_t bit = 1u << l;
+                if (empty & bit) {
+                    ax[l] = P.x;
+                    ay[l] = P.y;
+                    empty &= ~bit;
+                    continue;
+                }
+                F d = P.x - ax[l];
+                if (!d.is_zero()) {
+                    add |= bit;
+                } else if ((P.y + ay[l]).is_zero()) {   // P == −acc
+                    empty |= bit;
+                    continue;
+                } else {                                // P == acc
+                    d = ay[l] + ay[l];                  /* d = 2·y1 */
+                    dbl |= bit;
+                }
+                pre[l] = run;                           /* Π_{l' < l} d_l' */
+                run = (add | dbl) == bit ? d : run * d;
+            }
+            F inv = block_inverse(run, tree);           /* 1/Π_l d_l */
+            for (int l = J - 1; l >= 0; l--) {
+                const uint64_t m = first + (uint64_t)l * T + t, j = m * S + s;
+                if (m >= chunks || j >= E) continue;
+                const uint32_t bit = 1u << l;
+                if ((add | dbl) & bit) {
+                    const bool before = ((add | dbl) & (bit - 1)) != 0;   // lanes below l hold d's
+                    const F x1 = ax[l], y1 = ay[l];
+                    F d, num, x2;
+                    if (dbl & bit) {
+                        d = y1 + y1;
+                        const F xx = x1.sqr();
+                        num = xx + xx + xx;                 /* 3·x1^2 */
+                        x2 = x1;
+                    } else {
+                        const affine P = entry_point(entries, points, j);
+                        d = P.x - x1;
+                        num = P.y - y1;
+                        x2 = P.x;
+                    }
+                    const F dinv = before ? inv * pre[l] : inv;   /* 1/d_l */
+                    if (before) inv = inv * d;                    /* 1/Π_{l' < l} d_l' */
+                    const F lambda = num * dinv;
+                    const F x3 = lambda.sqr() - x1 - x2;          /* x3 = λ^2 − x1 − x2 */
+                    ay[l] = lambda * (x1 - x3) - y1;              /* y3 = λ·(x1 − x3) − y1 */
+                    ax[l] = x3;
+                }
+                const uint64_t end = m * S + S < E ? m * S + S : E;
+                if (j + 1 == bend[l] || j + 1 == end) {           // the piece ends
+                    const uint32_t b = bk[l];
+                    out[seg[b] + (m - off[b] / S)] = (empty & bit) ? xyzz_t<F>::infinity()
+                                                                   : xyzz_t<F>{ax[l], ay[l], F::one(), F::one()};
+                    empty |= bit;
+                    if (j + 1 < end) {                  // the next non-empty bucket starts at j + 1
+                        bk[l] = bucket_of(off, nb, j + 1);
+                        bend[l] = off[bk[l] + 1];
+                    }
+                }
+            }
+        }
+    }
+}
+
 template <class xyzz_t>
 CUZK_DEVICE void sum_points(xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,
                             const typename xyzz_t::affine* points, uint32_t nb, uint32_t S)

@@ -1,0 +1,156 @@
+"""The GPU MSM's affine level 0 (balance "affine": msm.cuh sum_points_affine, the flat chunks with
+affine additions sharing one block-wide inversion per step) through the host emulator.
+
+Reference: the CPU MSM (cuzk._native._msm), byte for byte.  Small blocks (a plan knob,
+``_AFFINE_THREADS``) so that a few hundred points already spread pieces over lanes, threads and
+blocks; tiny S and small c so that pieces cross chunk, lane and bucket boundaries.  Repeated
+bases drive the special cases of the affine addition: P == acc (a doubling inside the batch)
+and P == −acc (the accumulator empties).
+"""
+import random
+
+import numpy as np
+import pytest
+
+from test_cu_emu import emu_lib, fake, to_arr  # noqa: F401  (fixtures)
+from test_cu_emu_msm import _g2_ready, cpu_msm, gpu_msm, needs_g2, points  # noqa: F401  (gpu_msm: fixture)
+
+from cuzk._assignment import fr_to_mont
+from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
+
+
+@pytest.fixture(params=[4])
+def affine(gpu_msm, monkeypatch, request):  # noqa: F811
+    """cuzk._cuda_msm on the emulator with blocks of ``request.param`` threads for the affine
+    level 0."""
+    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS", request.param)
+    return gpu_msm
+
+
+def _launched_affine(fake, since):  # noqa: F811
+    return [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_affine_")]
+
+
+def test_affine_lanes_read_from_source(gpu_msm):
+    """The host's lane count is the kernel's macro (one place: msm/msm.cuh)."""
+    import re
+    from cuzk._kernels import cu_root
+    import os
+    text = open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8").read()
+    want = int(re.search(r"#define CUZK_MSM_AFFINE_LANES (\d+)", text).group(1))
+    assert gpu_msm._affine_lanes() == want >= 1
+
+
+AFFINE_CASES = [(kind, 97, 5, 64) for kind in KINDS] + [
+    ("uniform", 1, None, 64), ("uniform", 211, 3, 2), ("uniform", 150, 4, 3), ("bits90", 256, 6, 3),
+    ("ones", 150, 4, 5), ("equal", 130, 2, 3), ("real_tail", 211, 9, 4), ("single", 64, 11, 2),
+    ("uniform", 200, 12, 64)]   # c = 12 at n = 200: mostly empty buckets, pieces skip them
+
+
+@pytest.mark.parametrize("kind,n,c,segment", AFFINE_CASES,
+                         ids=[f"{k}-n{n}-c{c}-S{s}" for k, n, c, s in AFFINE_CASES])
+def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # noqa: F811
+    """Every scalar distribution, n not a power of two, tiny chunks (S = 2, 3: many pieces per
+    bucket, several levels), mostly empty buckets: the CPU's bytes."""
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, kind)
+    since = len(fake.launches)
+    got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance="affine", scalar_form="montgomery")
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"affine {kind} n={n} c={c} S={segment}"
+    if kind not in ("zeros",):
+        assert _launched_affine(fake, since), "level 0 ran the affine kernel"
+
+
+@pytest.mark.parametrize("affine", [1, 2, 8], indirect=True)
+def test_msm_g1_affine_block_sizes(affine, rng):
+    """Blocks of 1 (no tree), 2 and 8 threads: the tree's edge shapes."""
+    n = 90
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, "uniform")
+    assert np.array_equal(affine.msm_g1(pts, sc, c=4, segment=3, balance="affine"), cpu_msm(pts, sc, "g1"))
+
+
+def _multiples(group, ks, seed=41):
+    """Rows k·P for the integers ks (0: infinity, negative: −|k|·P) of one random point P."""
+    from cuzk._native import _field
+    p = points(group, 1, seed=seed)[0]
+    rows = []
+    for k in ks:
+        q = _field.point_mul(p, abs(k) % R, group) if k else np.zeros_like(p)
+        rows.append(_field.point_neg(q, group) if k < 0 else q)
+    return np.stack(rows)
+
+
+def _special_cases(group):
+    """(bases, scalars) sets whose buckets add a point to an equal or opposite accumulator."""
+    rnd = random.Random(8)
+    ones = lambda n: to_arr([1] * n, 32)  # noqa: E731
+    cases = [
+        (_multiples(group, [1] * 40), ones(40)),                      # P, P: doubling, then 2P + P ...
+        (_multiples(group, [1, -1] * 20), ones(40)),                  # P, −P: the accumulator empties
+        (_multiples(group, [1, 1, 2] * 10), ones(30)),                # P + P = 2P, 2P + 2P: doubling
+        (_multiples(group, [rnd.choice((1, -1, 2, -2, 3, 0)) for _ in range(60)]), ones(60)),
+        (_multiples(group, [1] * 30), to_arr([rnd.choice((1, 2, 3, R - 1)) for _ in range(30)], 32)),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("segment,c", [(64, 4), (3, 3), (2, 2)])
+def test_msm_g1_affine_doublings_and_cancellations(affine, segment, c):
+    """Repeated bases and their negatives: P == acc (the batch's doubling), P == −acc (empty
+    accumulator), the running sum equal to the next base, infinity among the bases."""
+    for i, (pts, sc) in enumerate(_special_cases("g1")):
+        got = affine.msm_g1(pts, sc, c=c, segment=segment, balance="affine")
+        assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"case {i} S={segment} c={c}"
+    pts = _multiples("g1", [1, -1])
+    assert not affine.msm_g1(pts, to_arr([12345, 12345], 32), c=4, balance="affine").any()
+
+
+def test_msm_affine_indexed_precomputed(affine, rng):
+    """An indexed MSM (repeated bases: doublings) over precomputed copies, G1 and (if built) G2."""
+    rnd = random.Random(12)
+    pts = points("g1", 40, seed=3)
+    idx = np.array([rnd.randrange(40) for _ in range(150)], dtype=np.uint32)
+    sc = dist_scalars(rng, 150, "real_tail")
+    want = cpu_msm(pts, sc, "g1", idx)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4, balance="affine"), want)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=6, balance="affine"), want)
+    if _g2_ready():
+        p2 = points("g2", 16, seed=5)
+        i2 = np.array([rnd.randrange(16) for _ in range(40)], dtype=np.uint32)
+        s2 = dist_scalars(rng, 40, "bits90")
+        got = affine.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3, balance="affine")
+        assert np.array_equal(got, cpu_msm(p2, s2, "g2", i2))
+
+
+G2_CASES = [("uniform", 33, 4, 64), ("bits90", 64, 3, 3), ("ones", 20, 4, 2), ("real_tail", 45, 5, 4),
+            ("single", 9, None, 64), ("r_minus_1", 7, 6, 2), ("equal", 24, 3, 5), ("zeros", 10, 4, 64),
+            ("small", 30, 5, 3)]
+
+
+@needs_g2
+@pytest.mark.parametrize("kind,n,c,segment", G2_CASES, ids=[f"{k}-n{n}-c{c}-S{s}" for k, n, c, s in G2_CASES])
+def test_msm_g2_affine_matches_cpu(affine, rng, kind, n, c, segment):
+    pts = points("g2", n)
+    sc = dist_scalars(rng, n, kind)
+    got = affine.msm_g2(pts, sc, c=c, segment=segment, balance="affine")
+    assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 affine {kind} n={n} c={c} S={segment}"
+
+
+@needs_g2
+def test_msm_g2_affine_doublings_and_cancellations(affine):
+    for i, (pts, sc) in enumerate(_special_cases("g2")[:3]):
+        got = affine.msm_g2(pts, sc, c=3, segment=3, balance="affine")
+        assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 case {i}"
+
+
+def test_affine_plan(gpu_msm):
+    """"affine" plans like "flat" (levels, buffers) and is never the default."""
+    M = gpu_msm
+    for n in (1, 3, 100, 4096, 1 << 20):
+        for S in (2, 64):
+            a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="flat")
+            b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="affine")
+            assert b.balance == "affine" and (b.levels, b.buffers) == (a.levels, a.buffers)
+    assert "affine" in M.BALANCES
+    assert all(M.default_balance(g, ix) != "affine" for g in ("g1", "g2") for ix in (False, True))
