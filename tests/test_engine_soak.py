@@ -113,3 +113,18 @@ def test_soak_rejects_bad_counts(soak):
         soak.run_soak(None, None, None, proofs=1, in_flight=1, sample_every=1)
     with pytest.raises(ValueError, match="in_flight"):
         soak.run_soak(None, None, None, proofs=4, in_flight=0, sample_every=1)
+
+
+@pytest.mark.parametrize("mode", ["narrow", "two-lock"])
+def test_soak_thousand_proofs_cpu(soak, tmp_path, capsys, mode):
+    """Issue 10's soak in CI: 1,000 verified small proofs through one engine; host RSS flat
+    between the idle engine after the warm-up and the end (the verdict rule's threshold)."""
+    out = tmp_path / "soak.json"
+    rc = soak.main(["--backend", "cpu", "--log-n", "4", "--proofs", "1000", "--workers-per-gpu", "2",
+                    "--lock-mode", mode, "--sample-every", "100", "--threads", "2", "--json", str(out),
+                    "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert (doc["ok"], doc["failed"], doc["completed"]) == (1000, 0, 1000)
+    assert doc["verdict"] == "flat" and doc["errors"] == []
+    assert doc["growth_mib"]["rss"] < doc["threshold_mib"]["rss"]
