@@ -37,16 +37,12 @@ def _one(st, key, asg, ctx, r, s, verify):
 
 
 def _parse_config(text):
-    """``"precompute=2,h_window=20,b_g2=gpu"`` -> options of ``stages_for`` ('' -> defaults)."""
-    conv = {"precompute": int, "h_window": int, "b_g2": str}
-    out = {}
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        k, sep, v = item.partition("=")
-        k = k.strip().replace("-", "_")
-        if not sep or k not in conv:
-            raise SystemExit(f"--config: {item!r} is not one of {', '.join(f'{n}=V' for n in conv)}")
-        out[k] = conv[k](v.strip())
-    return out
+    """``--config`` text -> stage options (cuzk._stages.parse_stage_options; '' -> defaults)."""
+    from cuzk._stages import parse_stage_options
+    try:
+        return parse_stage_options(text)
+    except ValueError as e:
+        raise SystemExit(f"--config: {e}") from None
 
 
 def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,)):

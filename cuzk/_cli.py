@@ -467,6 +467,9 @@ def _parser():
     e.add_argument("--thread-share", default=None, metavar="SHARE[,SHARE...]",
                    help="how the workers share the CPU threads: split (threads / workers each) "
                         "and/or shared (all threads each), e.g. split,shared (default split)")
+    e.add_argument("--stage-options", default=None, metavar="K=V[,K=V...]",
+                   help="CUDA stage options of every worker: precompute=K (copies of the H "
+                        "bases), h_window=C (the H MSM's window), b_g2=gpu|cpu")
     e.add_argument("--priority-mix", action="store_true",
                    help="jobs of mixed priorities (normal 10, critical 1, high 4, low 2)")
     e.add_argument("--trace", default=None, metavar="DIR",

@@ -214,3 +214,42 @@ def test_bench_cli_cache_memory_writes_nothing(tmp_path, capsys, monkeypatch):
     assert rc == 0
     sha = [json.loads((tmp_path / f).read_text())["results"][0]["sha256"] for f in ("m.json", "c.json")]
     assert sha[0] == sha[1]
+
+
+def test_parse_stage_options():
+    from cuzk._stages import STAGE_OPTIONS, parse_stage_options
+    assert parse_stage_options("") == {}
+    assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
+        "precompute": 2, "h_window": 20, "b_g2": "gpu"}
+    assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2"}
+    for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int")):
+        with pytest.raises(ValueError, match=why):
+            parse_stage_options(bad)
+
+
+def test_engine_passes_stage_options_to_every_device(monkeypatch):
+    """Engine(stage_options=...) reaches stages_for for every device; the CPU backend refuses them."""
+    import cuzk
+    import cuzk._stages as stages_mod
+    from cuzk._stages import CpuStages
+    with pytest.raises(ValueError, match="CUDA options"):
+        cuzk.Engine(backend="cpu", stage_options={"precompute": 2})
+    seen = []
+
+    def fake_stages_for(backend, threads=None, device=None, **options):
+        seen.append(options)
+        return CpuStages(threads)
+    monkeypatch.setattr(stages_mod, "stages_for", fake_stages_for)
+    with cuzk.Engine(backend="cpu", devices=2, workers_per_gpu=1, threads=2,
+                     stage_options={"precompute": 2, "h_window": 20}):
+        pass
+    assert seen == [{"precompute": 2, "h_window": 20}] * 2
+
+
+def test_bench_cli_stage_options_errors(tmp_path, capsys):
+    from cuzk._cli import main
+    base = ["bench", "--log-n", "4", "--partitions", "1", "--backend", "cpu", "--cache-dir", "memory"]
+    assert main(base + ["--stage-options", "precompute=2"]) == 2
+    assert "CUDA options" in capsys.readouterr().err
+    assert main(base + ["--stage-options", "warp=9"]) == 2
+    assert "not one of" in capsys.readouterr().err

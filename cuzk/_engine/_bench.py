@@ -23,7 +23,7 @@ __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
-                  "priority_mix", "trace", "thread_share")
+                  "priority_mix", "trace", "thread_share", "stage_options")
 
 # (priority, partitions) of the jobs of --priority-mix, cycled: sector proofs (10), a
 # WinningPoSt-like critical partition, WindowPoSt-like high and low jobs
@@ -91,12 +91,12 @@ def job_plan(partitions, priority_mix=False):
 
 
 def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, trace, tag,
-         share=DEFAULT_THREAD_SHARE):
+         share=DEFAULT_THREAD_SHARE, stage_options=None):
     from .._verifier import verify
     from ._engine import Engine
     t_start = time.perf_counter()
     with Engine(backend, devices=devices, workers_per_gpu=workers, lock_mode=mode,
-                threads=threads, verify=True, thread_share=share) as eng:
+                threads=threads, verify=True, thread_share=share, stage_options=stage_options) as eng:
         key = eng.load(pk, progress=False)
         eng.submit(key, [asg], randomizers=[rs[0]]).result()       # warm-up, untimed
         eng.timeline.clear()
@@ -133,7 +133,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
 
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
                  threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
-                 shares=(DEFAULT_THREAD_SHARE,)):
+                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None):
     """Run every (thread share, workers, mode) configuration on the same P partitions of one
     size.
 
@@ -163,7 +163,8 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 if not quiet:
                     print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
                 row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace,
-                           tag, share)
+                           tag, share, stage_options)
+                row["stage_options"] = dict(stage_options or {})
                 row["log_n"] = log_n
                 row["constraints"] = int(asg.a.shape[0])
                 rows.append(row)
@@ -211,22 +212,27 @@ def run_engine_bench(args):
     partitions = getattr(args, "partitions", None) or 10
     devices = getattr(args, "devices", None) or "auto"
     cache = getattr(args, "cache_dir", None)
+    from .._stages import parse_stage_options
+    stage_options = parse_stage_options(getattr(args, "stage_options", None) or "")
     rows = []
     for lg in args.log_n:
         rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
                              devices=devices, threads=args.threads,
                              priority_mix=bool(getattr(args, "priority_mix", False)),
-                             trace=getattr(args, "trace", None), cache=cache, shares=shares)
+                             trace=getattr(args, "trace", None), cache=cache, shares=shares,
+                             stage_options=stage_options)
     be = rows[0]["backend"] if rows else args.backend
     labels = ", ".join(rows[0]["device_labels"]) if rows else ""
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
-          f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified")
+          f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified"
+          + (f", stage options {stage_options}" if stage_options else ""))
     print(format_engine_table(rows))
     if getattr(args, "json", None):
         from .._io import atomic_write
         doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
                "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                "backend": be, "threads": args.threads, "thread_shares": shares,
+               "stage_options": stage_options,
                "partitions": partitions,
                "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows}
         atomic_write(args.json, json.dumps(doc, indent=1) + "\n")

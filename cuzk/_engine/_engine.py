@@ -367,6 +367,9 @@ class Engine:
         pool's job queue shares the cores between concurrent calls, so a worker alone in its
         host stage gets every core.  ``threads_per_worker`` (in ``status()``) is the result,
         0 meaning the whole pool.
+    stage_options : dict or None, keyword-only
+        CUDA stage options for every device (``cuzk._stages.STAGE_OPTIONS``: ``precompute``,
+        ``h_window``, ``b_g2``); the CPU backend has none (ValueError).
 
     Raises
     ------
@@ -378,7 +381,8 @@ class Engine:
 
     def __init__(self, backend="auto", devices="auto", workers_per_gpu=2, lock_mode="narrow",
                  max_in_flight=None, vram_budget=None, threads=None, verify=True, *,
-                 thread_share=DEFAULT_THREAD_SHARE, stages=None, timeline_maxlen=200_000):
+                 thread_share=DEFAULT_THREAD_SHARE, stages=None, timeline_maxlen=200_000,
+                 stage_options=None):
         from .._args import threads_arg
         from .._backend import resolve_backend
         self.lock_mode = lock_mode_arg(lock_mode)
@@ -420,7 +424,8 @@ class Engine:
                 if stages is None:
                     from .._stages import stages_for
                     st = stages_for(self.backend, threads=self.threads_per_worker,
-                                    device=dev_idx if self.backend == "cuda" else None)
+                                    device=dev_idx if self.backend == "cuda" else None,
+                                    **(stage_options or {}))
                 else:
                     st = factory(i)
                     self.backend = st.name
