@@ -65,8 +65,10 @@ _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
-# additions one inversion serves are _AFFINE_THREADS x the kernel's lanes) and blocks per SM.
-_AFFINE_THREADS = 256
+# additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
+# and blocks per SM of the grid.  Not tuned yet (sm_90, NVRTC: G1 180 registers + a 1248-byte
+# stack frame at 8 lanes, G2 255 + 2432); CUZK_MSM_AFFINE_THREADS overrides (development).
+_AFFINE_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_THREADS", "256"))
 _AFFINE_PER_SM = 4
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
@@ -283,7 +285,8 @@ def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bo
                            ("I", plan.nb), ("I", plan.S)]
     if plan.balance == "affine":
         T = _AFFINE_THREADS
-        assert T & (T - 1) == 0, "_AFFINE_THREADS must be a power of two (block_inverse)"
+        if not 1 <= T <= 1024 or T & (T - 1):
+            raise ValueError(f"affine level 0: {T} threads per block, not a power of two <= 1024")
         grid = _grid(chunks_bound, T * _affine_lanes(), plan.sm_count, _AFFINE_PER_SM)
         field = (XYZZ_WORDS[g] * 8) // 4              # one coordinate: a quarter of an XYZZ point
         st.fn("cuzk_msm_sum_points_affine_" + g, T * field).launch(s, grid, T, args, shmem=T * field)

@@ -161,3 +161,19 @@ def test_msm_g1_threads(rng):
     want = [cpu(p, s, "g1") for p, s in cases]
     got = run_threaded(lambda i: M.msm_g1(*cases[i]), len(cases))
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("balance", M.BALANCES)
+@pytest.mark.parametrize("group,kind,lg,k,c", [("g1", "uniform", 16, 1, None), ("g1", "bits90", 18, 4, 16),
+                                               ("g1", "ones", 16, 1, 12), ("g1", "real_tail", 16, 2, 20),
+                                               ("g2", "uniform", 14, 1, None), ("g2", "equal", 12, 2, 8)])
+def test_msm_level0_balances(balance, group, kind, lg, k, c, rng):
+    """Every level-0 work split (BALANCES: bucket, flat, affine) gives the CPU's bytes, plain and
+    indexed, with precomputed copies and points at infinity."""
+    n = (1 << lg) + 5
+    pts, sc = random_points(group, n).copy(), dist_scalars(rng, n, kind)
+    pts[::101] = 0                                 # points at infinity (a copy: the cache stays)
+    assert np.array_equal(gpu_msm(group, pts, sc, c=c, k=k, balance=balance), cpu(pts, sc, group)), balance
+    idx = rng.integers(0, n, size=n // 2).astype(np.uint32)
+    fn = M.msm_g1_indexed if group == "g1" else M.msm_g2_indexed
+    assert np.array_equal(fn(pts, sc[: n // 2], idx, c=c, balance=balance), cpu(pts, sc[: n // 2], group, idx))
