@@ -184,7 +184,8 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     segment : int or None
         Entries per segment S >= 2 (None: 64).
     balance : {"bucket", "flat", "affine"} or None
-        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed)``).
+        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed)``); "affine"
+        plans exactly as "flat" (the same pieces and levels) and differs only in its kernel.
 
     Raises
     ------

@@ -25,6 +25,8 @@
 //                 0.45·n/S threads, so no thread sums more than S points of any distribution.
 //                 Or ("flat", level 0 only): one thread per S consecutive sorted entries,
 //                 cut at bucket boundaries (chunk_sums below): equal work per thread.
+//                 Or ("affine", level 0 only): the flat chunks and pieces, summed with affine
+//                 additions that share one inversion per block and step (sum_points_affine).
 //   5. windows    P blocks per window: Σ_j (j + 1)·B_j by running sums, then a tree.
 // The host finishes Σ_w 2^(w·c)·window_w by Horner's rule (cuzk/_cuda_pending.py).
 #pragma once
