@@ -526,69 +526,6 @@ def test_cuda_stages_abort_releases_everything(fake, monkeypatch):
     assert budget.used == 0
 
 
-def test_cuda_prepare_overlaps_prep_with_the_abc_upload(fake, monkeypatch):
-    """prepare(upload=True) (prove's path) runs prep_msm beside the a, b, c upload under the
-    partition's upper-bound reservation; the bound covers the exact bytes; a budget that admits
-    only the exact bytes takes the one-after-another path; every path gives the CPU's bytes; a
-    prep_msm failure on its thread is raised by prepare and leaves nothing reserved."""
-    import threading
-    from cuzk._budget import Budget
-    from cuzk._circuit import porep_like
-    from cuzk._keygen import keygen_random
-    from cuzk._prover import prove
-    from cuzk._stages._cpu import pow2_at_least
-    from cuzk._stages._cuda import CudaStages
-    _install_stages(fake, monkeypatch)
-    r1cs, inputs, aux = porep_like(7, 6)
-    pk = keygen_random(r1cs, seed=6)
-    asg = r1cs.assignment(inputs, aux)
-    want = prove(pk, asg, 5, 6, backend="cpu")
-    st = CudaStages(threads=2, b_g2="gpu")
-    budget = Budget(None, "big")
-    key = st.load_key(pk, budget=budget)
-    n = pow2_at_least(asg.a.shape[0])
-    prep = st.prep_msm(asg, 2)
-    plans = st._plans(key, st._prep_sizes(prep), n)
-    exact = st._partition_bytes(key, n, plans, [nb for _, _, nb in st._tail_uploads(prep)])
-    bound = st._bound_bytes(key, n)
-    assert key.nbytes > 0 and bound >= exact > 4 * n * 32
-    where = {}
-    real_prep = st.prep_msm
-
-    def spy(a, threads=None):
-        where["thread"] = threading.current_thread().name
-        return real_prep(a, threads)
-    monkeypatch.setattr(st, "prep_msm", spy)
-    for total, path in ((None, "overlap"), (key.nbytes + exact, "sequential")):
-        b = Budget(total, path)
-        ctx = st.context(budget=b)
-        where.clear()
-        part = st.prepare(key, asg, ctx, 5, 6)
-        assert b.used == (bound if path == "overlap" else exact)
-        assert where["thread"].startswith("cuzk-prep-") == (path == "overlap")
-        assert part.timings["upload"] > 0 and part.bytes_uploaded >= 3 * n * 32
-        st.run(part).synchronize()
-        assert st.finish(part) == want, path
-        assert b.used == 0
-        ctx.close()
-
-    def boom(a, threads=None):
-        raise RuntimeError("prep failed")
-    monkeypatch.setattr(st, "prep_msm", boom)
-    b = Budget(None, "fail")
-    ctx = st.context(budget=b)
-    with pytest.raises(RuntimeError, match="prep failed"):
-        st.prepare(key, asg, ctx, 5, 6)
-    assert b.used == 0
-    monkeypatch.setattr(st, "prep_msm", real_prep)
-    part = st.prepare(key, asg, ctx, 5, 6)
-    st.run(part).synchronize()
-    assert st.finish(part) == want
-    ctx.close()
-    key.release()
-    assert budget.used == 0
-
-
 # --------------------------------------------------------------------------- the harness itself
 
 def test_fake_driver_rejects_bad_launches(fake):

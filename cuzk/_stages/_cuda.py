@@ -493,9 +493,8 @@ class CudaStages(CpuStages):
         return super().snarkjs_h(a, b, c, root_exponent, threads)
 
     # ---- plans --------------------------------------------------------------------------
-    def _plans(self, key, sizes, n):
-        """(name, kind, plan) of every GPU reduction of a partition; ``sizes[q]`` = (ones, tail
-        scalars) of query q in "l", "a", "b" (``_prep_sizes``)."""
+    def _plans(self, key, prep, n):
+        """(name, kind, plan) of every GPU reduction of a partition."""
         from .. import _cuda_batch, _cuda_msm
         pk, dev = key.pk, self.device
         groups = [("l", "l", "g1"), ("a", "a", "g1"), ("b_g1", "b", "g1")]
@@ -505,54 +504,14 @@ class CudaStages(CpuStages):
                                                **key.h_plan_args))]
         for name, q, group in groups:
             npts = getattr(pk, QUERIES[name][0]).shape[0]
-            ones, m = sizes[q]
-            if npts and ones:
+            if npts and prep[q + "_n_ones"]:
                 out.append((name + ":ones", "batch",
                             _cuda_batch.batch_add_plan(npts, group, dev)))
+            m = prep[q + "_tail_scalars"].shape[0]
             if m:
                 out.append((name + ":tail", "msm",
                             _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True)))
         return out
-
-    @staticmethod
-    def _prep_sizes(prep):
-        """{q: (ones, tail scalars)} of prep_msm's output, the sizes ``_plans`` reads."""
-        return {q: (int(prep[q + "_n_ones"]), int(prep[q + "_tail_scalars"].shape[0]))
-                for q in ("l", "a", "b")}
-
-    def _tail_uploads(self, prep):
-        """(name, host array, bytes) of prep_msm's outputs the kernels read, in staging order."""
-        out = []
-        for q in ("l", "a", "b"):
-            out.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
-            sc = prep[q + "_tail_scalars"]
-            out.append((q + "_tail_scalars", sc, sc.nbytes))
-            out.append((q + "_tail_idx", prep[q + "_tail_idx"].astype(np.uint32),
-                        prep[q + "_tail_idx"].shape[0] * 4))
-        return out
-
-    def _partition_bytes(self, key, n, plans, tail_bytes):
-        """Device bytes of a partition: a, b, c, H's output, the uploaded prep outputs
-        (``tail_bytes``: their sizes), the largest reduction scratch and, for a streamed key,
-        its two slots."""
-        dev_bytes = 4 * _align(n * _FR) + _align(8) + sum(_align(nb) for nb in tail_bytes)
-        # the reductions run one after another on the compute stream and each frees its scratch
-        # stream-ordered before the next allocates: the peak is the largest, not the sum
-        dev_bytes += max((p.scratch_bytes for _, _, p in plans), default=0)
-        if key.where == "host":
-            dev_bytes += 2 * _align(key.slot_bytes)
-        return dev_bytes
-
-    def _bound_bytes(self, key, n):
-        """An upper bound of ``_partition_bytes`` before prep_msm has run: every aux and input
-        value of every query a tail scalar (32 + 4 bytes), and its bitmap of ones."""
-        pk = key.pk
-        sizes, tail_bytes = {}, []
-        for q, name in (("l", "l"), ("a", "a"), ("b", "b_g1")):
-            npts = getattr(pk, QUERIES[name][0]).shape[0]
-            sizes[q] = (1, npts)
-            tail_bytes += [-(-npts // 64) * 8, npts * _FR, npts * 4]
-        return self._partition_bytes(key, n, self._plans(key, sizes, n), tail_bytes)
 
     # ---- the four calls -----------------------------------------------------------------
     def trim(self):
@@ -585,80 +544,28 @@ class CudaStages(CpuStages):
         part.asg.validate(part.key.pk)
         part.gpu_check = bool(check)
 
-    def prepare(self, key, asg, ctx, r=None, s=None, check=True, upload=True):
-        """As ``Stages.prepare``; with ``upload`` (``prove``'s path) prep_msm runs on the CPU
-        pool while this thread uploads a, b, c through the staging ring (they do not depend on
-        it), under one reservation of the partition's upper bound (``_bound_bytes``) taken
-        without waiting; when that does not fit now, the steps run one after another with the
-        exact reservation.  The engine calls ``prepare(upload=False)`` then ``upload`` (its
-        two-lock mode holds the memory lock around exactly the upload)."""
-        if not upload:
-            return super().prepare(key, asg, ctx, r, s, check, upload)
-        from ._base import Partition, check_randomizers
-        r, s = check_randomizers(r, s)
-        part = Partition(key, asg, ctx, r, s)
-        try:
-            part.lap("validate", self._validate, part, check)
-            n = pow2_at_least(asg.a.shape[0])
-            try:
-                res = ctx.budget.reserve(self._bound_bytes(key, n), f"{ctx.name}: partition (bound)",
-                                         block=False)
-            except BudgetError:
-                part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-                self.upload(part)
-                return part
-            part.reservations.append(res)
-            box = {}
-
-            def prep():
-                try:
-                    box["prep"] = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-                except BaseException as e:          # re-raised on the calling thread
-                    box["error"] = e
-            th = threading.Thread(target=prep, name=f"cuzk-prep-{ctx.name}", daemon=True)
-            th.start()
-            try:
-                part.lap("upload", self._upload_abc, part, n)
-            finally:
-                th.join()
-            if "error" in box:
-                raise box["error"]
-            part.prep = box["prep"]
-            part.lap("upload", self._upload_rest, part)
-        except BaseException:
-            self.abort(part)
-            raise
-        return part
-
     def _stage_in(self, part):
-        """Reserve the partition's device bytes (waiting while they do not fit, before anything
-        is allocated), enqueue the uploads through the staging ring."""
-        key, prep, ctx = part.key, part.prep, part.ctx
-        n = pow2_at_least(part.asg.a.shape[0])
-        plans = self._plans(key, self._prep_sizes(prep), n)
-        nbytes = self._partition_bytes(key, n, plans, [nb for _, _, nb in self._tail_uploads(prep)])
-        part.reservations.append(ctx.budget.reserve(nbytes, f"{ctx.name}: partition"))
-        self._upload_abc(part, n)
-        self._upload_rest(part, plans)
-
-    def _upload_abc(self, part, n):
-        """a, b, c (zero-padded to n rows) into fresh device buffers on the upload stream."""
-        ctx, asg, up = part.ctx, part.asg, part.ctx.upload
-        part.dev, part.n, part.bytes_uploaded = {}, n, 0
-        for name, arr in (("a", asg.a), ("b", asg.b), ("c", asg.c)):
-            buf = part.dev[name] = self.pool.alloc(n * _FR, up)
-            # through the worker's pinned ring (CPU copies on the pool, GIL released)
-            ctx.staging.put(buf.ptr, np.ascontiguousarray(arr), n * _FR, up, ctx.threads)
-            part.bytes_uploaded += n * _FR
-
-    def _upload_rest(self, part, plans=None):
-        """prep_msm's outputs, the result rows (pinned) and the remaining device buffers; the
-        event the kernel region waits for."""
-        key, prep, ctx, n = part.key, part.prep, part.ctx, part.n
-        up = ctx.upload
-        if plans is None:
-            plans = self._plans(key, self._prep_sizes(prep), n)
-        part.plans = plans
+        """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
+        key, prep, ctx, asg = part.key, part.prep, part.ctx, part.asg
+        part.dev = {}
+        n = pow2_at_least(asg.a.shape[0])
+        part.n = n
+        plans = part.plans = self._plans(key, prep, n)
+        # host arrays to upload, in staging order
+        uploads = [("a", asg.a, n * _FR), ("b", asg.b, n * _FR), ("c", asg.c, n * _FR)]
+        for name, q, _ in (("l", "l", 0), ("a", "a", 0), ("b", "b", 0)):
+            uploads.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
+            sc = prep[q + "_tail_scalars"]
+            uploads.append((q + "_tail_scalars", sc, sc.nbytes))
+            uploads.append((q + "_tail_idx", prep[q + "_tail_idx"].astype(np.uint32),
+                            prep[q + "_tail_idx"].shape[0] * 4))
+        dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
+        # the reductions run one after another on the compute stream and each frees its scratch
+        # stream-ordered before the next allocates: the peak is the largest, not the sum
+        dev_bytes += max((p.scratch_bytes for _, _, p in plans), default=0)
+        if key.where == "host":
+            dev_bytes += 2 * _align(key.slot_bytes)
+        part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
         # pinned memory: the result rows of every reduction (uploads go through the ring)
         rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p in plans)
         res = ctx.results.get(rows * 8 + 8).asarray(np.uint64)
@@ -669,17 +576,22 @@ class CudaStages(CpuStages):
             w = XYZZ_WORDS[_group_of(name)]
             part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
             at += p.host_rows * w
-        for name, arr, nb in self._tail_uploads(prep):
+        off = 0
+        up = ctx.upload
+        for name, arr, nb in uploads:
             if nb == 0:
                 continue
             buf = part.dev[name] = self.pool.alloc(nb, up)
+            # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b, c
+            # are padded with zero rows to n
             ctx.staging.put(buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
-            part.bytes_uploaded += nb
+            off += nb
         part.dev["h"] = self.pool.alloc(n * _FR, up)
         part.dev["first_bad"] = self.pool.alloc(8, up)
         if key.where == "host":
             for k in ("slot0", "slot1"):
                 part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
+        part.bytes_uploaded = off
         part.uploaded = ctx.event(up)
 
     def run(self, part):
