@@ -50,6 +50,19 @@ for step in "${@:-all}"; do
                 2>&1 | tee "$OUT/eng27.log" | tail -20 ;;
     fixtests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "cuda_backend or engine or stages" 2>&1 \
                 | tee "$OUT/gpu_fix_tests.log" | tail -5 ;;
+    afftests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py -k "level0_balances" 2>&1 \
+                | tee "$OUT/gpu_aff_tests.log" | tail -4 ;;
+    msmaff) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail --c 16 \
+                --k 1,4 --balance bucket,flat,affine --no-check --runs 3 --json "$OUT/msmaff.json" 2>&1 | tee "$OUT/msmaff.log" \
+                | grep -v "^msm " | tail -40 ;;
+    affsweep) # block size T and lanes J of the affine level 0 (J: the one #define in msm.cuh, edited on the GPU host only)
+        for T in 128 64; do CUZK_MSM_AFFINE_THREADS=$T CUZK_MSM_PROFILE=1 timeout 60 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' \
+            --kinds uniform --c 16 --k 1 --balance affine --no-check --runs 3 2>&1 | sed "s/^/T=$T /" | grep "level0\|g1 " | tail -2; done
+        cp cuzk/cu/msm/msm.cuh /tmp/msm.cuh.orig
+        for J in 4 16; do sed -i "s/^#define CUZK_MSM_AFFINE_LANES .*/#define CUZK_MSM_AFFINE_LANES $J/" cuzk/cu/msm/msm.cuh
+            CUZK_MSM_PROFILE=1 timeout 100 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 1 --balance affine \
+            --no-check --runs 3 2>&1 | sed "s/^/J=$J /" | grep "level0\|g1 " | tail -2; done
+        cp /tmp/msm.cuh.orig cuzk/cu/msm/msm.cuh ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
                 --c 16,18,20,22 --k 1,4 --balance bucket,flat --no-check --runs 3 --json "$OUT/msmflat.json" 2>&1 \
                 | tee "$OUT/msmflat.log" | grep -v "^msm " | tail -50 ;;
