@@ -56,7 +56,10 @@ _SEGMENT = 64              # default entries per segment (bench: --segment)
 # bits90 22.1 vs 23.3); "bucket" for the plain G1 MSM (the H MSM's uniform scalars: 127.1 vs
 # 130.8 ms at 2^24 c=16 k=4).  "affine": the flat chunks and pieces, with affine additions that
 # share one inversion per block and step (msm.cuh sum_points_affine, ~6M instead of 8M + 2S per
-# addition); opt-in until timed.
+# addition); opt-in.  Timed on the H200 (session 5, c=16, 256 threads, 32 lanes): G2 2^22
+# uniform 81.3 ms against flat's 103.2 (k=4), but G2 bits90/real_tail 83 against 23-26 and G1
+# 2^24 uniform 150.3 against bucket's 138.3 (k=1).  A block's time is S steps × J lanes whatever
+# the entry count, so skewed scalars (fewer entries, fewer blocks than SMs) leave SMs idle.
 BALANCES = ("bucket", "flat", "affine")
 _FLAT_LEVEL0 = ("flat", "affine")   # balances whose level 0 leaves the flat pieces
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
@@ -66,8 +69,10 @@ _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
-# and blocks per SM of the grid.  Not tuned yet (sm_90, NVRTC: G1 180 registers + a 1248-byte
-# stack frame at 8 lanes, G2 255 + 2432); CUZK_MSM_AFFINE_THREADS overrides (development).
+# and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
+# lanes 211/196/193; lanes 4/8/16/32 at T = 256 245/193/165/150 (sm_90, NVRTC: G1 180
+# registers + a 1248-byte stack frame at 8 lanes, G2 255 + 2432); CUZK_MSM_AFFINE_THREADS
+# overrides (development).
 _AFFINE_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_THREADS", "256"))
 _AFFINE_PER_SM = 4
 
