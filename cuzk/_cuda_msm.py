@@ -74,7 +74,7 @@ _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # registers + a 1248-byte stack frame at 8 lanes, G2 255 + 2432); CUZK_MSM_AFFINE_THREADS
 # overrides (development).
 _AFFINE_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_THREADS", "256"))
-_AFFINE_PER_SM = 4
+_AFFINE_PER_SM = 1         # the blocks an SM holds at once (180-255 registers x 256 threads)
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
 log = logging.getLogger("cuzk.msm")

@@ -385,7 +385,8 @@ CUZK_DEVICE F block_inverse(const F& v, F* tree)
 // 8M + 2S for the XYZZ mixed addition of chunk_sums.
 //
 // Work split.  Block iteration `first` (block-uniform: every barrier is reached by the whole
-// block) takes T·J consecutive chunks, lane l of thread t chunk m = first + l·T + t; all lanes
+// block) takes T·Jr consecutive chunks (Jr <= J lanes in use, below), lane l of thread t chunk
+// m = first + l·T + t; all lanes
 // take step s (entry m·S + s) together, S steps; a lane whose chunk is exhausted (or past the
 // last chunk) idles with d = 1.  Cases of a step, P = entry m·S + s (its sign applied):
 //   P infinity (an all-zero base) or lane idle:   nothing (d = 1)
@@ -409,13 +410,19 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
     F* tree = reinterpret_cast<F*>(smem);
     const uint64_t E = off[nb], chunks = (E + S - 1) / S;
     const uint32_t T = blockDim.x, t = threadIdx.x;
-    const uint64_t per_block = (uint64_t)T * J;
+    // Lanes in use, Jr <= J: just enough for the grid (sized to the blocks an SM holds at once)
+    // to cover the chunks in one pass.  A block's time is S steps × Jr lanes, so skewed scalars
+    // (few entries) must not be packed into a few blocks of J lanes each while the other SMs
+    // idle (H200, G2 2^22 at Jr = J = 32: bits90 83 ms, the same as uniform).
+    const uint64_t spread = ((uint64_t)gridDim.x * T + chunks - 1) / ((uint64_t)gridDim.x * T);
+    const int Jr = chunks == 0 ? 1 : (int)(spread < (uint64_t)J ? spread : (uint64_t)J);
+    const uint64_t per_block = (uint64_t)T * Jr;
     for (uint64_t first = blockIdx.x * per_block; first < chunks; first += (uint64_t)gridDim.x * per_block) {
         F ax[J], ay[J], pre[J];            // accumulators (valid unless empty), prefix products
         uint32_t bk[J];                    // current bucket of the lane
         uint64_t bend[J];                  // off[bk + 1]
         uint32_t empty = ~0u;              // bit l: lane l's accumulator is empty
-        for (int l = 0; l < J; l++) {
+        for (int l = 0; l < Jr; l++) {
             const uint64_t m = first + (uint64_t)l * T + t;
             if (m < chunks) {
                 bk[l] = bucket_of(off, nb, m * S);     // off[b] <= m·S < off[b + 1]: non-empty
@@ -425,7 +432,7 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
         for (uint32_t s = 0; s < S; s++) {
             uint32_t add = 0, dbl = 0;     // bit l: lane l adds / doubles this step
             F run = F::one();              // Π d over the lanes so far (1: none yet)
-            for (int l = 0; l < J; l++) {
+            for (int l = 0; l < Jr; l++) {
                 const uint64_t m = first + (uint64_t)l * T + t, j = m * S + s;
                 if (m >= chunks || j >= E) continue;
                 const affine P = entry_point(entries, points, j);
@@ -451,7 +458,7 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
                 run = (add | dbl) == bit ? d : run * d;
             }
             F inv = block_inverse(run, tree);           /* 1/Π_l d_l */
-            for (int l = J - 1; l >= 0; l--) {
+            for (int l = Jr - 1; l >= 0; l--) {
                 const uint64_t m = first + (uint64_t)l * T + t, j = m * S + s;
                 if (m >= chunks || j >= E) continue;
                 const uint32_t bit = 1u << l;
