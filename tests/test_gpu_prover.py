@@ -1,0 +1,91 @@
+"""Whole proofs on the GPU (issue 8's test list): CUDA bytes == CPU bytes for the same (r, s) at
+2^10 … 2^18, a 2^20 proof that verifies, and many threads proving at once on one device over one
+resident key.  The thread test also runs on the CPU backend (in CI), which checks its own logic."""
+import threading
+
+import pytest
+
+from cuzk._circuit import porep_like
+from cuzk._keygen import keygen_random
+from cuzk._prover import prove, public_inputs
+from cuzk._verifier import verify
+
+
+def _cuda_ok():
+    from cuzk._backend import cuda_available
+    return cuda_available()[0]
+
+
+needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")]
+
+
+def _circuit(log_n, seed):
+    r1cs, inputs, aux = porep_like(log_n, seed)
+    pk = keygen_random(r1cs, seed=seed, backend="auto")     # the GPU keygen where there is one
+    return pk, r1cs.assignment(inputs, aux)
+
+
+@pytest.mark.parametrize("log_n", [10, 12, 14, 16, 18])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_proof_bytes_equal_cpu(log_n):
+    pk, asg = _circuit(log_n, log_n)
+    r, s = 1000 + log_n, 2000 + log_n
+    t = {}
+    gpu = prove(pk, asg, r, s, backend="cuda", timings=t)
+    assert t["backend"] == "cuda" and t["device"].startswith("cuda:")
+    assert gpu == prove(pk, asg, r, s, backend="cpu")
+    assert verify(pk.vk, gpu, public_inputs(asg))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_proof_2_20_verifies():
+    pk, asg = _circuit(20, 20)
+    proof = prove(pk, asg, backend="cuda", verify=True)
+    assert len(proof) == 192 and verify(pk.vk, proof, public_inputs(asg))
+    other = bytearray(proof)
+    other[100] ^= 1                                    # the check can fail
+    assert not verify(pk.vk, bytes(other), public_inputs(asg))
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=needs_gpu)])
+def test_threads_prove_at_once_on_one_resident_key(backend):
+    """Four threads, each with its own context, prove eight partitions at once through one stage
+    object and one key loaded once: every proof has the bytes the CPU gives alone."""
+    from cuzk._stages import stages_for
+    pk, asg = _circuit(12 if backend == "cpu" else 16, 7)
+    rs = [(10 + i, 20 + i) for i in range(8)]
+    want = [prove(pk, asg, r, s, backend="cpu") for r, s in rs]
+    st = stages_for(backend, threads=2)
+    key = st.load_key(pk)
+    out, errors = [None] * len(rs), []
+    start = threading.Barrier(4)
+
+    def worker(w):
+        ctx = st.context(name=f"t{w}")
+        try:
+            start.wait(60)
+            for i in range(w, len(rs), 4):
+                part = st.prepare(key, asg, ctx, *rs[i])
+                try:
+                    st.run(part).synchronize()
+                    out[i] = st.finish(part, verify=True)
+                except BaseException:
+                    st.abort(part)
+                    raise
+        except BaseException as e:                     # reported by the main thread
+            errors.append(e)
+        finally:
+            ctx.close()
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(600)
+    try:
+        assert not any(th.is_alive() for th in threads), "a prover thread hung"
+        assert not errors, errors[0]
+        assert out == want
+    finally:
+        key.release()
