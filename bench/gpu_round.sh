@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
-# Session 5's calls: tests msmflat / fixtests eng27 / part27c eng24n (bench/RESULTS.md, session 5)
+# Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
+# Next session's first call: tests affskew, then ENG27_OPTS="--stage-options precompute=2,h_window=20" eng27
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -63,6 +64,8 @@ for step in "${@:-all}"; do
             CUZK_MSM_PROFILE=1 timeout 100 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 1 --balance affine \
             --no-check --runs 3 2>&1 | sed "s/^/J=$J /" | grep "level0\|g1 " | tail -2; done
         cp /tmp/msm.cuh.orig cuzk/cu/msm/msm.cuh ;;
+    affskew) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22,24 --kinds uniform,bits90,real_tail --c 16 --k 1,4 \
+                --balance flat,affine --no-check --runs 3 --json "$OUT/affskew.json" 2>&1 | tee "$OUT/affskew.log" | tail -40 ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
                 --c 16,18,20,22 --k 1,4 --balance bucket,flat --no-check --runs 3 --json "$OUT/msmflat.json" 2>&1 \
                 | tee "$OUT/msmflat.log" | grep -v "^msm " | tail -50 ;;
