@@ -66,19 +66,51 @@ def test_prep_matches_reference(n_in, n_aux, threads, form):
     bi_bits = rng.random(n_in) < 0.5
     got = prep_msm(to_mont(inputs), to_mont(aux), bits_to_words(a_bits), bits_to_words(bi_bits),
                    bits_to_words(b_bits), threads=threads, form=form)
-    ref = reference(inputs, aux, a_bits, bi_bits, b_bits)
     assert got["tail_form"] == form
-    enc = (lambda v: v) if form == "canonical" else (lambda v: v * RM % R)   # Montgomery: v·2^256 mod r
+    _check(got, reference(inputs, aux, a_bits, bi_bits, b_bits), form)
+
+
+def _check(got, ref, form):
+    """prep_msm's output == the Python classification (Montgomery tails: v·2^256 mod r)."""
+    enc = (lambda v: v) if form == "canonical" else (lambda v: v * RM % R)
     for q in "lab":
         ones, tail, size = ref[q]
-        assert got[q + "_size"] == size
-        assert got[q + "_n_ones"] == len(ones)
         words = got[q + "_ones"]
+        assert got[q + "_size"] == size and got[q + "_n_ones"] == len(ones)
         assert len(words) == (size + 63) // 64
-        got_ones = {w * 64 + b for w in range(len(words)) for b in range(64) if (int(words[w]) >> b) & 1}
-        assert got_ones == ones
+        assert {w * 64 + b for w in range(len(words)) for b in range(64) if (int(words[w]) >> b) & 1} == ones
         assert [int(i) for i in got[q + "_tail_idx"]] == [i for _, i in tail]
         assert [limbs_to_int(r) for r in got[q + "_tail_scalars"]] == [enc(v) for v, _ in tail]
+
+
+@pytest.mark.parametrize("pattern", ["all_ones", "all_full", "all_zero", "runs", "alternate"])
+@pytest.mark.parametrize("density", ["none", "all", "sparse"])
+@pytest.mark.parametrize("n_aux,threads", [(63, 1), (64, 2), (200_003, 4)])
+def test_prep_extreme_patterns(pattern, density, n_aux, threads):
+    """Word-level edges of the fill pass: bitmaps all set or empty, densities none/all/sparse (the
+    A and B ones are packed along the density bits and land at unaligned positions, across the
+    chunks' shared words), a partial last word, several chunks."""
+    rng = np.random.default_rng(n_aux + len(pattern) + 7 * len(density))
+    full = lambda: int(rng.integers(2, 2**62)) * int(rng.integers(1, 2**62)) % R  # noqa: E731
+    if pattern == "all_ones":
+        aux = [1] * n_aux
+    elif pattern == "all_full":
+        aux = [full() for _ in range(n_aux)]
+    elif pattern == "all_zero":
+        aux = [0] * n_aux
+    elif pattern == "runs":                       # long runs of each class, crossing words
+        aux = [(0, 1, None)[(j // 97) % 3] for j in range(n_aux)]
+        aux = [full() if v is None else v for v in aux]
+    else:
+        aux = [1 if j % 2 else full() for j in range(n_aux)]
+    bits = {"none": np.zeros(n_aux, bool), "all": np.ones(n_aux, bool),
+            "sparse": rng.random(n_aux) < 0.03}[density]
+    inputs = [1, 5, 0]
+    bi = np.array([True, False, True])
+    b_bits = ~bits if density == "sparse" else bits
+    got = prep_msm(to_mont(inputs), to_mont(aux), bits_to_words(bits), bits_to_words(bi),
+                   bits_to_words(b_bits), threads=threads, form="montgomery")
+    _check(got, reference(inputs, aux, bits, bi, b_bits), "montgomery")
 
 
 def test_prep_rejects_bad_shapes():

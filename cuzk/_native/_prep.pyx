@@ -32,11 +32,14 @@ cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
         size_t ra
         size_t rb
     size_t prep_parts(size_t n_aux, size_t threads)
+    size_t prep_words(size_t n_aux)
     prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a_aux,
-                             const uint64_t* b_aux, size_t parts, prep_chunk_t* chunks)
+                             const uint64_t* b_aux, size_t parts, prep_chunk_t* chunks,
+                             uint64_t* one_w, uint64_t* full_w)
     void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n_aux,
                    const uint64_t* a_aux, const uint64_t* b_input, const uint64_t* b_aux,
-                   prep_query_t* q, size_t parts, const prep_chunk_t* chunks, bint canonical)
+                   prep_query_t* q, size_t parts, const prep_chunk_t* chunks,
+                   const uint64_t* one_w, const uint64_t* full_w, bint canonical)
     size_t popcount_words(const uint64_t* w, size_t nbits)
 
 
@@ -99,8 +102,13 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
     cdef size_t nt = threads_arg(threads)
     cdef size_t parts = prep_parts(n_aux, nt)
     cdef vector[prep_chunk_t] chunks = vector[prep_chunk_t](parts)
+    # pass 1 classifies aux into two bitmaps: ones (L's `ones` itself: L indexes aux) and full
+    l_ones = np.empty(max(1, prep_words(n_aux)), dtype=np.uint64)
+    full_bits = np.empty(max(1, prep_words(n_aux)), dtype=np.uint64)
+    cdef uint64_t[::1] w_one = l_ones, w_full = full_bits
     with nogil:
-        cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], parts, chunks.data())
+        cnt = prep_count(<const fr_t*>&v_aux[0, 0], n_aux, &w_a[0], &w_b[0], parts, chunks.data(),
+                         &w_one[0], &w_full[0])
     cdef size_t pa, pb, pbi
     with nogil:
         pa = popcount_words(&w_a[0], n_aux)
@@ -115,7 +123,7 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
     cdef uint64_t[::1] ti_v
     keep = []
     for k, name in enumerate(("l", "a", "b")):
-        ones = np.zeros(max(1, (sizes[k] + 63) // 64), dtype=np.uint64)
+        ones = l_ones if k == 0 else np.zeros(max(1, (sizes[k] + 63) // 64), dtype=np.uint64)
         ts = np.empty((max(1, tails[k]), 4), dtype=np.uint64)
         ti = np.empty(max(1, tails[k]), dtype=np.uint64)
         keep.append((ones, ts, ti))
@@ -129,7 +137,8 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
         q[k].n_tail = 0
     with nogil:
         prep_fill(<const fr_t*>&v_in[0, 0], n_in, <const fr_t*>&v_aux[0, 0], n_aux,
-                  &w_a[0], &w_bi[0], &w_b[0], q, parts, chunks.data(), canonical)
+                  &w_a[0], &w_bi[0], &w_b[0], q, parts, chunks.data(), &w_one[0], &w_full[0],
+                  canonical)
     for k, name in enumerate(("l", "a", "b")):
         ones, ts, ti = keep[k]
         if q[k].n_tail != tails[k]:
