@@ -79,6 +79,7 @@ def _check(got, ref, form):
         assert got[q + "_size"] == size and got[q + "_n_ones"] == len(ones)
         assert len(words) == (size + 63) // 64
         assert {w * 64 + b for w in range(len(words)) for b in range(64) if (int(words[w]) >> b) & 1} == ones
+        assert got[q + "_tail_idx"].dtype == np.uint32          # what the GPU MSM reads
         assert [int(i) for i in got[q + "_tail_idx"]] == [i for _, i in tail]
         assert [limbs_to_int(r) for r in got[q + "_tail_scalars"]] == [enc(v) for v, _ in tail]
 

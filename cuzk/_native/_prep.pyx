@@ -7,7 +7,7 @@ from cuzk._native._pool cimport bind_shared_pool
 
 bind_shared_pool()  # one CPU pool and thread budget for all native modules (_pool.pxd)
 cimport numpy as cnp
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint32_t, uint64_t
 from libc.stddef cimport size_t
 from libcpp.vector cimport vector
 
@@ -21,7 +21,7 @@ cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
     ctypedef struct prep_query_t:
         uint64_t* ones
         uint64_t* tail_scalars
-        uint64_t* tail_idx
+        uint32_t* tail_idx
         size_t n_ones
         size_t n_tail
     ctypedef struct prep_counts_t:
@@ -78,13 +78,15 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
     -------
     dict with, for q in ``("l", "a", "b")``: ``q + "_ones"`` (uint64 bitmap over the query's
     density-compacted SRS index space), ``q + "_tail_scalars"`` (uint64 (m, 4) canonical),
-    ``q + "_tail_idx"`` (uint64 (m,) SRS indices, increasing), ``q + "_n_ones"``,
+    ``q + "_tail_idx"`` (uint32 (m,) SRS indices, increasing: what the GPU MSM reads and the CPU
+    MSM accepts), ``q + "_n_ones"``,
     ``q + "_size"`` (the number of SRS points of the query), and ``"tail_form"`` (``form``).
 
     Raises
     ------
     ValueError
-        Bad shapes or dtypes, density vectors too short, an unknown ``form``.
+        Bad shapes or dtypes, density vectors too short, an unknown ``form``, an index space of
+        2^32 points or more (the tail indices are 32-bit).
     """
     if form not in ("canonical", "montgomery"):
         raise ValueError(f"form must be 'canonical' or 'montgomery', got {form!r}")
@@ -115,17 +117,19 @@ def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):
         pb = popcount_words(&w_b[0], n_aux)
         pbi = popcount_words(&w_bi[0], n_in)
     sizes = [n_aux, n_in + pa, pbi + pb]
+    if max(sizes) >= 1 << 32:
+        raise ValueError(f"prep_msm: {max(sizes)} SRS points in one query: the tail indices are 32-bit")
     tails = [cnt.full[0], cnt.full[1] + n_in, cnt.full[2] + pbi]
     out = {}
     cdef prep_query_t q[3]
     cdef uint64_t[::1] ones_v
     cdef uint64_t[:, ::1] ts_v
-    cdef uint64_t[::1] ti_v
+    cdef uint32_t[::1] ti_v
     keep = []
     for k, name in enumerate(("l", "a", "b")):
         ones = l_ones if k == 0 else np.zeros(max(1, (sizes[k] + 63) // 64), dtype=np.uint64)
         ts = np.empty((max(1, tails[k]), 4), dtype=np.uint64)
-        ti = np.empty(max(1, tails[k]), dtype=np.uint64)
+        ti = np.empty(max(1, tails[k]), dtype=np.uint32)
         keep.append((ones, ts, ti))
         ones_v = ones
         ts_v = ts

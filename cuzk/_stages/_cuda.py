@@ -557,8 +557,8 @@ class CudaStages(CpuStages):
             uploads.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
             sc = prep[q + "_tail_scalars"]
             uploads.append((q + "_tail_scalars", sc, sc.nbytes))
-            uploads.append((q + "_tail_idx", prep[q + "_tail_idx"].astype(np.uint32),
-                            prep[q + "_tail_idx"].shape[0] * 4))
+            idx = prep[q + "_tail_idx"]                  # uint32 from prep_msm: no copy
+            uploads.append((q + "_tail_idx", np.asarray(idx, dtype=np.uint32), idx.shape[0] * 4))
         dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
         # the reductions run one after another on the compute stream and each frees its scratch
         # stream-ordered before the next allocates: the peak is the largest, not the sum

@@ -35,7 +35,7 @@ inline size_t popcount_words(const uint64_t* w, size_t nbits) {
 struct prep_query_t {
     uint64_t* ones;       // bitmap over the query's SRS index space (zeroed by the caller)
     uint64_t* tail_scalars;  // (cap, 4) canonical
-    uint64_t* tail_idx;   // (cap,)
+    uint32_t* tail_idx;   // (cap,): SRS indices (the caller checks the index spaces fit 32 bits)
     size_t n_ones, n_tail;
 };
 
@@ -136,10 +136,10 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
         uint64_t c[4];
         put(c, inputs[i]);
         std::memcpy(q[1].tail_scalars + 4 * ta, c, 32);
-        q[1].tail_idx[ta++] = i;
+        q[1].tail_idx[ta++] = (uint32_t)i;
         if (bit_at(b_input, i)) {
             std::memcpy(q[2].tail_scalars + 4 * tb, c, 32);
-            q[2].tail_idx[tb++] = rb++;
+            q[2].tail_idx[tb++] = (uint32_t)rb++;
         }
     }
     const size_t a_base = n_in, b_base = rb, nw = prep_words(n_aux);
@@ -188,14 +188,14 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
                 uint64_t cs[4];
                 put(cs, aux[j]);
                 std::memcpy(q[0].tail_scalars + 4 * c.full[0], cs, 32);
-                q[0].tail_idx[c.full[0]++] = j;
+                q[0].tail_idx[c.full[0]++] = (uint32_t)j;
                 if ((A >> i) & 1) {
                     std::memcpy(q[1].tail_scalars + 4 * c.full[1], cs, 32);
-                    q[1].tail_idx[c.full[1]++] = a_base + ra + (size_t)__builtin_popcountll(A & below);
+                    q[1].tail_idx[c.full[1]++] = (uint32_t)(a_base + ra + (size_t)__builtin_popcountll(A & below));
                 }
                 if ((B >> i) & 1) {
                     std::memcpy(q[2].tail_scalars + 4 * c.full[2], cs, 32);
-                    q[2].tail_idx[c.full[2]++] = b_base + rbb + (size_t)__builtin_popcountll(B & below);
+                    q[2].tail_idx[c.full[2]++] = (uint32_t)(b_base + rbb + (size_t)__builtin_popcountll(B & below));
                 }
             }
             ra += pa;
