@@ -73,13 +73,18 @@ inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a
         prep_chunk_t k{};
         for (size_t w = wb; w < we; w++) {
             const size_t j0 = w * 64, j1 = std::min(j0 + 64, n_aux);
-            uint64_t o = 0, f = 0;
+            // branch-free: the three classes come in random order (a branch per value would
+            // mispredict about half the time)
+            uint64_t o = 0, nz = 0;
             for (size_t j = j0; j < j1; j++) {
-                const fr_t& v = aux[j];
-                const uint64_t bit = 1ULL << (j - j0);
-                if (v.is_zero()) continue;
-                if (v.is_one()) o |= bit; else f |= bit;
+                const uint64_t* l = aux[j].l;
+                uint64_t any = 0, diff = 0;
+                for (int i = 0; i < 4; i++) { any |= l[i]; diff |= l[i] ^ fr_t::one().l[i]; }
+                const uint64_t sh = j - j0;
+                nz |= (uint64_t)(any != 0) << sh;
+                o |= (uint64_t)(diff == 0) << sh;
             }
+            const uint64_t f = nz & ~o;
             const uint64_t live = j1 - j0 == 64 ? ~0ULL : (1ULL << (j1 - j0)) - 1;
             const uint64_t A = a_aux[w] & live, B = b_aux[w] & live;
             one_w[w] = o;
