@@ -628,7 +628,7 @@ class CudaStages(CpuStages):
             else:
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
-                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep.get("tail_form", "canonical"))
+                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"])
             marks.append((name, ctx.event(s, timing=True)))
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)

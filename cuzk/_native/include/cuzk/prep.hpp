@@ -54,6 +54,12 @@ struct prep_chunk_t {
 
 inline size_t prep_words(size_t n_aux) { return (n_aux + 63) / 64; }
 
+// The bits of word w that stand for aux values (all but past n_aux in the last word).
+static CUZK_INLINE uint64_t prep_live(size_t n_aux, size_t w) {
+    const size_t nb = std::min<size_t>(64, n_aux - w * 64);
+    return nb == 64 ? ~0ULL : (1ULL << nb) - 1;
+}
+
 inline size_t prep_parts(size_t n_aux, size_t threads) {
     return std::max<size_t>(1, std::min(resolve_threads(threads), (n_aux + 65535) / 65536));
 }
@@ -85,7 +91,7 @@ inline prep_counts_t prep_count(const fr_t* aux, size_t n_aux, const uint64_t* a
                 o |= (uint64_t)(diff == 0) << sh;
             }
             const uint64_t f = nz & ~o;
-            const uint64_t live = j1 - j0 == 64 ? ~0ULL : (1ULL << (j1 - j0)) - 1;
+            const uint64_t live = prep_live(n_aux, w);
             const uint64_t A = a_aux[w] & live, B = b_aux[w] & live;
             one_w[w] = o;
             full_w[w] = f;
@@ -173,8 +179,8 @@ inline void prep_fill(const fr_t* inputs, size_t n_in, const fr_t* aux, size_t n
         };
         size_t ra = c.ra, rbb = c.rb;
         for (size_t w = wb; w < we; w++) {
-            const size_t j0 = w * 64, nb = std::min<size_t>(64, n_aux - j0);
-            const uint64_t live = nb == 64 ? ~0ULL : (1ULL << nb) - 1;
+            const size_t j0 = w * 64;
+            const uint64_t live = prep_live(n_aux, w);
             const uint64_t A = a_aux[w] & live, B = b_aux[w] & live, o = one_w[w];
             const size_t pa = (size_t)__builtin_popcountll(A), pb = (size_t)__builtin_popcountll(B);
             nones[0] += (size_t)__builtin_popcountll(o);
