@@ -9,7 +9,8 @@ n − 1 H points) → batch additions of the SRS points whose scalar is 1 (L, A,
     C = s·A + r·B₁ − r·s·δ₁ + H + L
 
 Both backends give the same bytes for the same inputs and (r, s).  ``prove`` runs
-prepare → run → synchronize → finish with no lock; the engine (``cuzk.Engine``) runs the same
+prepare → run → synchronize → finish with no lock (``Stages.prove_one``: the CUDA backend
+overlaps the H kernels with prep_msm there); the engine (``cuzk.Engine``) runs the same
 calls from many workers behind its interlock.
 """
 from __future__ import annotations
@@ -59,18 +60,10 @@ class _Session:
     def prove(self, asg, r, s, verify, check, timings):
         st = self.st
         t0 = time.perf_counter()
-        part = st.prepare(self.key, asg, self.ctx, r, s, check=check)
-        try:
-            t1 = time.perf_counter()
-            st.run(part).synchronize()
-            part.timings["region"] = time.perf_counter() - t1
-            proof = st.finish(part, verify=verify)
-        except BaseException:
-            st.abort(part)
-            raise
+        proof, t = st.prove_one(self.key, asg, self.ctx, r, s, check=check, verify=verify)
         if timings is not None:
-            for k, v in part.timings.items():
-                timings[k] = timings.get(k, 0.0) + v
+            for k, v in t.items():       # seconds add up over partitions; labels are kept
+                timings[k] = v if isinstance(v, str) else timings.get(k, 0.0) + v
             timings["total"] = timings.get("total", 0.0) + time.perf_counter() - t0
             timings["backend"] = st.name
             timings["device"] = st.device_label

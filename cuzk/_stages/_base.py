@@ -11,8 +11,8 @@ One partition goes through four calls::
     proof = st.finish(part)            # host: b_g2 when on the CPU, epilogue, verify, release
 
 and ``st.abort(part)`` after any failure releases whatever the partition still holds.  The
-engine locks exactly the calls its lock mode names; ``cuzk.prove`` runs the four lines with
-no lock.  A key (``st.load_key(pk)``) is shared read-only by every worker of a device; a
+engine locks exactly the calls its lock mode names; ``cuzk.prove`` calls ``st.prove_one``: the
+four lines with no lock (a backend may overlap them there).  A key (``st.load_key(pk)``) is shared read-only by every worker of a device; a
 context (``st.context()``) belongs to one worker thread.
 """
 from __future__ import annotations
@@ -199,6 +199,23 @@ class Stages:
     def abort(self, part) -> None:
         """Release everything ``part`` holds after a failure (idempotent)."""
         part.release()
+
+    def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
+        """One partition with no lock (``cuzk.prove``): prepare → run → synchronize → finish,
+        aborted on any error.  Returns ``(proof, timings)``; ``timings["region"]`` is the host
+        wall time of run + synchronize.  A backend may overlap the steps here (CudaStages: the
+        H kernels run while prep_msm does); the engine never calls this (its lock brackets
+        ``run``)."""
+        part = self.prepare(key, asg, ctx, r, s, check=check)
+        try:
+            t1 = time.perf_counter()
+            self.run(part).synchronize()
+            part.timings["region"] = time.perf_counter() - t1
+            proof = self.finish(part, verify=verify)
+        except BaseException:
+            self.abort(part)
+            raise
+        return proof, part.timings
 
     # ---- shared host steps --------------------------------------------------------------
     def _validate(self, part, check):

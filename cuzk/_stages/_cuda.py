@@ -18,21 +18,29 @@ Data flow of one partition (DESIGN §3):
   result slab.  One event ends the region: the only host synchronization of the partition.
 * ``finish`` (host, after the lock): Horner/partial sums on the CPU, B_G2 on the CPU when
   ``b_g2="cpu"``, the epilogue, verification, release.
+
+``cuzk.prove`` (``prove_one``, one worker, no lock) with a resident key takes an early path
+instead: a, b, c are uploaded and the row check, H NTT and H MSM enqueued before prep_msm, which
+then runs on the CPU while the GPU computes H; its output is uploaded and the batch additions
+and tail MSMs enqueued after.  The same kernels and result views in the same order: the same
+bytes.  The engine keeps the four calls (its lock brackets ``run``).
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
 
 import numpy as np
 
 from .._cuda_pending import XYZZ_WORDS, ReadyPoint
 from .._errors import BudgetError
-from ._base import StageContext
+from ._base import Partition, StageContext, check_randomizers
 from ._cpu import CpuStages, pow2_at_least
 
-__all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES"]
+__all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
+           "tail_rows_bound"]
 
 log = logging.getLogger("cuzk.stages")
 
@@ -426,13 +434,20 @@ class CudaStages(CpuStages):
         processes ceil(W/k) windows; k·|H|·96 bytes, reserved from the budget).
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
+    early_h : bool
+        ``prove_one`` (``cuzk.prove``) with a resident key: start the row check, H NTT and H MSM
+        before prep_msm, so that they overlap it (the module docstring).  False: prepare / run /
+        finish one after another, as the engine does (an attribute: a benchmark may set it
+        per run to compare the two).
     """
 
     name = "cuda"
 
-    def __init__(self, threads=None, device=None, b_g2="auto", precompute=1, h_window=None):
+    def __init__(self, threads=None, device=None, b_g2="auto", precompute=1, h_window=None,
+                 early_h=True):
         super().__init__(threads)
         self.precompute, self.h_window = int(precompute), h_window
+        self.early_h = bool(early_h)
         d = _driver()
         self.device = d.Device.get(device or 0)
         if b_g2 not in ("auto", "gpu", "cpu"):
@@ -493,16 +508,29 @@ class CudaStages(CpuStages):
         return super().snarkjs_h(a, b, c, root_exponent, threads)
 
     # ---- plans --------------------------------------------------------------------------
-    def _plans(self, key, prep, n):
-        """(name, kind, plan) of every GPU reduction of a partition."""
-        from .. import _cuda_batch, _cuda_msm
-        pk, dev = key.pk, self.device
+    def _groups(self):
+        """(name, prep query, group) of the queries whose reductions run on the GPU (H aside)."""
         groups = [("l", "l", "g1"), ("a", "a", "g1"), ("b_g1", "b", "g1")]
         if self.b_g2 == "gpu":
             groups.append(("b_g2", "b", "g2"))
-        out = [("h", "msm", _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=pk.h.shape[0],
-                                               **key.h_plan_args))]
-        for name, q, group in groups:
+        return groups
+
+    def _h_plan(self, key, n):
+        """The H MSM's plan: n − 1 scalars over the key's H bases (and its precomputed copies)."""
+        from .. import _cuda_msm
+        return _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=key.pk.h.shape[0],
+                                  **key.h_plan_args)
+
+    def _plans(self, key, prep, n):
+        """(name, kind, plan) of every GPU reduction of a partition, H's first."""
+        return [("h", "msm", self._h_plan(key, n))] + self._query_plans(key, prep)
+
+    def _query_plans(self, key, prep):
+        """(name, kind, plan) of the batch additions and tail MSMs (they need prep_msm's output)."""
+        from .. import _cuda_batch, _cuda_msm
+        pk, dev = key.pk, self.device
+        out = []
+        for name, q, group in self._groups():
             npts = getattr(pk, QUERIES[name][0]).shape[0]
             if npts and prep[q + "_n_ones"]:
                 out.append((name + ":ones", "batch",
@@ -512,6 +540,20 @@ class CudaStages(CpuStages):
                 out.append((name + ":tail", "msm",
                             _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True)))
         return out
+
+    def _result_words_bound(self, key, n):
+        """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
+        before prep_msm: H's plan, and per GPU query its batch addition's plus the largest tail
+        plan's of any tail size (``tail_rows_bound``)."""
+        from .. import _cuda_batch
+        words = self._h_plan(key, n).host_rows * XYZZ_WORDS["g1"]
+        for name, _, group in self._groups():
+            npts = getattr(key.pk, QUERIES[name][0]).shape[0]
+            if npts:
+                rows = (_cuda_batch.batch_add_plan(npts, group, self.device).host_rows
+                        + tail_rows_bound(npts, group, self.device))
+                words += rows * XYZZ_WORDS[group]
+        return words
 
     # ---- the four calls -----------------------------------------------------------------
     def trim(self):
@@ -528,9 +570,8 @@ class CudaStages(CpuStages):
         abc = 3 * n * _FR
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
-        from .. import _cuda_msm
         try:
-            h = _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=key.pk.h.shape[0], **key.h_plan_args)
+            h = self._h_plan(key, n)
             nbytes = abc + n * _FR + h.scratch_bytes
             self.pool.alloc(nbytes, ctx.upload).free(ctx.upload)
             ctx.upload.synchronize()
@@ -544,39 +585,99 @@ class CudaStages(CpuStages):
         part.asg.validate(part.key.pk)
         part.gpu_check = bool(check)
 
+    # staging: the normal upload is _stage_in (everything at once, after prep_msm); the early path
+    # (prove_one) stages a, b, c first (_stage_in_abc) and the prep_msm output later
+    # (_stage_in_prep).  Both go through _begin, _slab, _stage.
     def _stage_in(self, part):
         """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
-        key, prep, ctx, asg = part.key, part.prep, part.ctx, part.asg
+        n = self._begin(part)
+        part.plans = self._plans(part.key, part.prep, n)
+        self._slab(part, sum(p.host_rows * XYZZ_WORDS[_group_of(name)]
+                             for name, _, p in part.plans))
+        self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep), outputs=True)
+
+    def _stage_in_abc(self, part):
+        """The early path's first upload (before prep_msm): a, b, c, H's output and first_bad,
+        the H MSM's scratch; the result slab sized for any plans prep_msm can lead to."""
+        n = self._begin(part)
+        part.plans = [("h", "msm", self._h_plan(part.key, n))]
+        self._slab(part, self._result_words_bound(part.key, n))
+        self._stage(part, self._abc_uploads(part), outputs=True)
+
+    def _stage_in_prep(self, part):
+        """The early path's second upload (after prep_msm): bitmaps, tail scalars and indices;
+        the reductions' scratch beyond the H MSM's."""
+        part.plans = part.plans[:1] + self._query_plans(part.key, part.prep)
+        self._stage(part, self._prep_uploads(part.prep), outputs=False)
+
+    @staticmethod
+    def _begin(part):
         part.dev = {}
-        n = pow2_at_least(asg.a.shape[0])
-        part.n = n
-        plans = part.plans = self._plans(key, prep, n)
-        # host arrays to upload, in staging order
-        uploads = [("a", asg.a, n * _FR), ("b", asg.b, n * _FR), ("c", asg.c, n * _FR)]
-        for name, q, _ in (("l", "l", 0), ("a", "a", 0), ("b", "b", 0)):
-            uploads.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
+        part.scratch_reserved = 0
+        part.n = pow2_at_least(part.asg.a.shape[0])
+        return part.n
+
+    @staticmethod
+    def _abc_uploads(part):
+        """(device name, host array, device bytes) of a, b, c (zero-padded to n rows)."""
+        asg, n = part.asg, part.n
+        return [("a", asg.a, n * _FR), ("b", asg.b, n * _FR), ("c", asg.c, n * _FR)]
+
+    @staticmethod
+    def _prep_uploads(prep):
+        """(device name, host array, device bytes) of prep_msm's output, in staging order."""
+        out = []
+        for q in ("l", "a", "b"):
+            out.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
             sc = prep[q + "_tail_scalars"]
-            uploads.append((q + "_tail_scalars", sc, sc.nbytes))
+            out.append((q + "_tail_scalars", sc, sc.nbytes))
             idx = prep[q + "_tail_idx"]                  # uint32 from prep_msm: no copy
-            uploads.append((q + "_tail_idx", np.asarray(idx, dtype=np.uint32), idx.shape[0] * 4))
-        dev_bytes = sum(_align(nb) for _, _, nb in uploads) + n * _FR        # + the H output
+            out.append((q + "_tail_idx", np.asarray(idx, dtype=np.uint32), idx.shape[0] * 4))
+        return out
+
+    @staticmethod
+    def _slab(part, words):
+        """The partition's pinned result slab: ``words`` uint64 for the reductions' partial sums
+        (cut in plan order by ``_cut_views``), then the row check's first bad row.  Taken once,
+        before anything of the partition is enqueued: ``_Pinned.get`` may replace the buffer,
+        which no view given to an enqueued copy may outlive."""
+        res = part.ctx.results.get(words * 8 + 8).asarray(np.uint64)
+        part.slab, part.slab_words, part.slab_at = res, words, 0
+        part.check_view = res[words: words + 1]
+        part.result_views = []
+
+    @staticmethod
+    def _cut_views(part):
+        """Result views of the plans that have none yet, in plan order, from the slab."""
+        at = part.slab_at
+        for name, _, p in part.plans[len(part.result_views):]:
+            w = XYZZ_WORDS[_group_of(name)]
+            if at + p.host_rows * w > part.slab_words:
+                raise RuntimeError(f"internal: the result rows of {name} ({p.host_rows}) overflow "
+                                   f"the {part.slab_words}-word slab sized for the partition")
+            part.result_views.append(part.slab[at: at + p.host_rows * w].reshape(p.host_rows, w))
+            at += p.host_rows * w
+        part.slab_at = at
+
+    def _stage(self, part, uploads, outputs):
+        """Reserve, then allocate and enqueue: the device bytes of ``uploads``, with ``outputs``
+        also H's output, first_bad and a streamed key's two slots, and the scratch the plans so
+        far need beyond the scratch reserved already; result views for the new plans; the uploads
+        through the worker's pinned ring on its upload stream; ``part.uploaded`` an event after
+        them."""
+        key, ctx, n = part.key, part.ctx, part.n
+        dev_bytes = sum(_align(nb) for _, _, nb in uploads)
+        if outputs:
+            dev_bytes += n * _FR + _align(8)                # H's output, first_bad
+            if key.where == "host":
+                dev_bytes += 2 * _align(key.slot_bytes)
         # the reductions run one after another on the compute stream and each frees its scratch
         # stream-ordered before the next allocates: the peak is the largest, not the sum
-        dev_bytes += max((p.scratch_bytes for _, _, p in plans), default=0)
-        if key.where == "host":
-            dev_bytes += 2 * _align(key.slot_bytes)
+        scratch = max((p.scratch_bytes for _, _, p in part.plans), default=0)
+        dev_bytes += max(0, scratch - part.scratch_reserved)
         part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
-        # pinned memory: the result rows of every reduction (uploads go through the ring)
-        rows = sum(p.host_rows * XYZZ_WORDS[_group_of(name)] for name, _, p in plans)
-        res = ctx.results.get(rows * 8 + 8).asarray(np.uint64)
-        part.check_view = res[rows: rows + 1]                # the row check's first bad row
-        part.result_views = []
-        at = 0
-        for name, _, p in plans:
-            w = XYZZ_WORDS[_group_of(name)]
-            part.result_views.append(res[at: at + p.host_rows * w].reshape(p.host_rows, w))
-            at += p.host_rows * w
-        off = 0
+        part.scratch_reserved = max(scratch, part.scratch_reserved)
+        self._cut_views(part)
         up = ctx.upload
         for name, arr, nb in uploads:
             if nb == 0:
@@ -585,18 +686,28 @@ class CudaStages(CpuStages):
             # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b, c
             # are padded with zero rows to n
             ctx.staging.put(buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
-            off += nb
-        part.dev["h"] = self.pool.alloc(n * _FR, up)
-        part.dev["first_bad"] = self.pool.alloc(8, up)
-        if key.where == "host":
-            for k in ("slot0", "slot1"):
-                part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
-        part.bytes_uploaded = off
+            part.bytes_uploaded += nb
+        if outputs:
+            part.dev["h"] = self.pool.alloc(n * _FR, up)
+            part.dev["first_bad"] = self.pool.alloc(8, up)
+            if key.where == "host":
+                for k in ("slot0", "slot1"):
+                    part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.uploaded = ctx.event(up)
 
+    # kernels: run = _enqueue_head (row check, H NTT, H MSM) + _enqueue_rest (batch additions,
+    # tail MSMs); the early path calls the two with prep_msm and its upload between them
     def run(self, part):
-        from .. import _cuda_batch, _cuda_msm, _cuda_ntt
-        ctx, key, dev = part.ctx, part.key, part.dev
+        names = [name.split(":")[0] for name, _, _ in part.plans]
+        bases = _Bases(part, list(dict.fromkeys(names)))    # queries in first-use order
+        self._enqueue_head(part, bases)
+        return self._enqueue_rest(part, bases)
+
+    def _enqueue_head(self, part, bases):
+        """On the compute stream, after ``part.uploaded``: the row check, the H NTT, the H MSM
+        (``part.plans[0]``), with a timing mark after each."""
+        from .. import _cuda_ntt
+        ctx, dev = part.ctx, part.dev
         s = ctx.compute
         s.wait_event(part.uploaded)
         marks = part.gpu_marks = [("start", ctx.event(s, timing=True))]
@@ -613,11 +724,32 @@ class CudaStages(CpuStages):
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
         marks.append(("h_ntt", ctx.event(s, timing=True)))
+        self._enqueue_reductions(part, bases, 0, 1)
+
+    def _enqueue_rest(self, part, bases, wait=False):
+        """The reductions after H's (``part.plans[1:]``), then the partition's device buffers
+        freed stream-ordered and the region's last event (``part.done``).  ``wait``: the compute
+        stream first waits for ``part.uploaded`` (marked ``prep_wait``: the GPU's idle time
+        until prep_msm's output is uploaded)."""
+        ctx = part.ctx
+        s = ctx.compute
+        if wait:
+            s.wait_event(part.uploaded)
+            part.gpu_marks.append(("prep_wait", ctx.event(s, timing=True)))
+        self._enqueue_reductions(part, bases, 1, len(part.plans))
+        self._free_device(part)
+        part.done = _Done(ctx.event(s))
+        return part.done
+
+    def _enqueue_reductions(self, part, bases, start, stop):
+        """Enqueue ``part.plans[start:stop]`` on the compute stream into their result views, a
+        timing mark after each."""
+        from .. import _cuda_batch, _cuda_msm
+        ctx, dev = part.ctx, part.dev
+        s = ctx.compute
         names = [name.split(":")[0] for name, _, _ in part.plans]
-        order = list(dict.fromkeys(names))                 # queries in first-use order
-        bases = _Bases(part, order)
-        for i, ((name, kind, plan), view) in enumerate(zip(part.plans, part.result_views)):
-            q = names[i]
+        for i in range(start, stop):
+            (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
             pq = "b" if q.startswith("b_") else q
             if kind == "batch":
                 part.parts[name] = _cuda_batch.enqueue_batch_add(
@@ -629,12 +761,38 @@ class CudaStages(CpuStages):
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                     d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"])
-            marks.append((name, ctx.event(s, timing=True)))
+            part.gpu_marks.append((name, ctx.event(s, timing=True)))
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)
-        self._free_device(part)
-        part.done = _Done(ctx.event(s))
-        return part.done
+
+    def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
+        """One partition with no lock (``cuzk.prove``).  With ``early_h`` and a resident key the
+        H kernels start before prep_msm: validate → reserve + upload a, b, c → enqueue the row
+        check, H NTT and H MSM → prep_msm on the CPU while the GPU runs them → reserve + upload
+        its output → enqueue the batch additions and tail MSMs → synchronize → ``finish``.
+        Same bytes as prepare/run/finish; ``timings["overlap"] = "early"``, ``timings["region"]``
+        the host wall time from the first kernel enqueued to the synchronize (it spans prep_msm
+        and the second upload), ``gpu:prep_wait`` the GPU's wait for them.  Otherwise (a
+        streamed key, ``early_h=False``) ``Stages.prove_one``."""
+        if not self.early_h or key.where != "device":
+            return super().prove_one(key, asg, ctx, r, s, check, verify)
+        r, s = check_randomizers(r, s)
+        part = Partition(key, asg, ctx, r, s)
+        part.timings["overlap"] = "early"
+        try:
+            part.lap("validate", self._validate, part, check)
+            part.lap("upload", self._stage_in_abc, part)
+            t1 = time.perf_counter()
+            bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
+            self._enqueue_head(part, bases)
+            part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
+            part.lap("upload", self._stage_in_prep, part)
+            self._enqueue_rest(part, bases, wait=True).synchronize()
+            part.timings["region"] = time.perf_counter() - t1
+        except BaseException:
+            self.abort(part)
+            raise
+        return self.finish(part, verify=verify), part.timings
 
     def _free_device(self, part):
         """Give the partition's device buffers back to the pool, ordered after its kernels."""
@@ -678,12 +836,21 @@ class CudaStages(CpuStages):
         part.timings["gpu:region"] = d.Event.elapsed_ms(marks[0][1], marks[-1][1]) / 1e3
 
     def abort(self, part):
-        if getattr(part, "dev", None):
-            try:
-                part.ctx.upload.synchronize()       # uploads may still read the staging memory
-            finally:
-                self._free_device(part)
-        part.release()
+        """Release everything ``part`` holds (idempotent).  After a failure its uploads and
+        kernels may still be in flight: the worker's upload and compute streams are synchronized
+        first (the uploads read the pinned ring, the kernels the device buffers, their copies
+        write the result slab); after a region, its last event."""
+        try:
+            if getattr(part, "dev", None):
+                try:
+                    part.ctx.upload.synchronize()
+                finally:
+                    part.ctx.compute.synchronize()
+            elif part.done is not None:
+                part.done.synchronize()
+        finally:
+            self._free_device(part)
+            part.release()
 
     def _diagnose(self, part):
         """A GPU proof that fails verification: prove the same partition (same r, s) on the CPU
@@ -703,6 +870,19 @@ class CudaStages(CpuStages):
 
 def _group_of(name):
     return "g2" if name.startswith("b_g2") else "g1"
+
+
+def tail_rows_bound(npoints, group, device):
+    """The most result rows (``host_rows``) of a tail MSM over a query of ``npoints`` bases
+    (``msm_plan(m, group, npoints=npoints, indexed=True)``) for any tail size 1 <= m <= npoints
+    (a tail multiplies distinct bases).  host_rows = Wk·P is not monotone in m: at 132 SMs a
+    10^4-scalar tail (c = 10) takes 26 rows, a 1-scalar one (c = 3) 86, 10^6 (c = 16) 256.  The
+    width ``window_bits(m)`` is nondecreasing in m (its cost n·W(c) + B(c) has decreasing
+    differences in (n, c)), so the widths to try are window_bits(1) … window_bits(npoints)."""
+    from .. import _cuda_msm
+    cs = range(_cuda_msm.window_bits(1), _cuda_msm.window_bits(max(int(npoints), 1)) + 1)
+    return max(_cuda_msm.msm_plan(1, group, device, npoints=npoints, c=c, indexed=True).host_rows
+               for c in cs)
 
 
 def _align(nb, a=256):

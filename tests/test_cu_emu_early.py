@@ -1,0 +1,268 @@
+"""The CUDA backend's early path (``CudaStages.prove_one``, used by ``cuzk.prove``): the row
+check, H NTT and H MSM enqueued before prep_msm, the batch additions and tail MSMs after its
+upload.  Checked on the host emulator of tests/test_cu_emu.py (its fixtures are shared): the
+bytes against the CPU backend and against the normal prepare / run / finish path, the order of
+the enqueues, and the clean-up after failures injected at each step.  The slab bound
+``tail_rows_bound`` is checked against every plan it must cover (no emulator needed).
+"""
+from types import SimpleNamespace
+
+import pytest
+
+from test_cu_emu import _install_stages, emu_lib, fake  # noqa: F401  (fixtures)
+
+from cuzk import _cuda_msm
+
+
+_CPU = {}
+
+
+@pytest.fixture(scope="module")
+def circuit():
+    """A small PoRep-shaped circuit (2^7 domain), its key and a satisfying assignment."""
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    r1cs, inputs, aux = porep_like(7, 11)
+    pk = keygen_random(r1cs, seed=11)
+    _CPU.clear()
+    return pk, r1cs.assignment(inputs, aux)
+
+
+def cpu_proof(pk, asg, r, s):
+    """The CPU backend's proof of the module's circuit (the reference bytes), once per (r, s)."""
+    from cuzk._prover import prove
+    if (r, s) not in _CPU:
+        _CPU[r, s] = prove(pk, asg, r, s, backend="cpu")
+    return _CPU[r, s]
+
+
+def pool_buffers(fake):
+    """Live device buffers taken from a pool (the fake driver's allocation table)."""
+    return sum(1 for b in list(fake._live.values())
+               if b.kind == "device" and getattr(b, "pool", None) is not None and not b.closed)
+
+
+@pytest.mark.parametrize("b_g2,precompute", [("gpu", 1), ("cpu", 1), ("gpu", 2), ("cpu", 2)])
+def test_early_path_equals_cpu(fake, monkeypatch, circuit, b_g2, precompute):
+    """cuzk.prove on CudaStages with a resident key takes the early path and gives the CPU
+    backend's bytes for fixed (r, s), which verify; budget and pool are empty afterwards."""
+    from cuzk._prover import prove, public_inputs
+    from cuzk._stages._cuda import CudaStages, device_budget
+    from cuzk._verifier import verify
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2=b_g2, precompute=precompute)
+    before = pool_buffers(fake)
+    t = {}
+    got = prove(pk, asg, r=111, s=222, stages=st, timings=t, verify=True)
+    assert got == cpu_proof(pk, asg, 111, 222)
+    assert verify(pk.vk, got, public_inputs(asg))
+    assert t["overlap"] == "early" and t["backend"] == "cuda"
+    for k in ("validate", "prep_msm", "upload", "region", "epilogue", "verify", "gpu:h_ntt",
+              "gpu:h", "gpu:prep_wait", "gpu:region"):
+        assert t[k] >= 0, k
+    assert ("b_g2" in t) == (b_g2 == "cpu")
+    assert device_budget(st.device).used == 0
+    assert pool_buffers(fake) == before
+
+
+def test_early_and_normal_paths_same_bytes(fake, monkeypatch, circuit):
+    """The early path and the normal one (``early_h=False``: prepare / run / finish) give the
+    same bytes for the same (r, s), on one context and key; only the early one says so in its
+    timings, and both leave only the key reserved."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu", precompute=2)
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        early, te = st.prove_one(key, asg, ctx, 5, 6, verify=False)
+        assert ctx.budget.used == key.nbytes
+        st.early_h = False
+        normal, tn = st.prove_one(key, asg, ctx, 5, 6, verify=False)
+        assert ctx.budget.used == key.nbytes
+    finally:
+        key.release()
+        ctx.close()
+    assert early == normal == cpu_proof(pk, asg, 5, 6)
+    assert te["overlap"] == "early" and "overlap" not in tn
+    assert "gpu:prep_wait" in te and "gpu:prep_wait" not in tn
+    # the same reductions, marked in the same order
+    steps = [k for k in tn if k.startswith("gpu:")]
+    assert [k for k in te if k.startswith("gpu:") and k != "gpu:prep_wait"] == steps
+
+
+def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
+    """prep_msm runs after the row check, the H NTT and the H MSM are enqueued and before any
+    batch addition or tail MSM is (the emulator runs each launch when it is enqueued)."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    seen = []
+    real = st.prep_msm
+
+    def spy(*a, **kw):
+        seen.append([name for name, *_ in fake.launches])
+        return real(*a, **kw)
+    monkeypatch.setattr(st, "prep_msm", spy)
+    try:
+        del fake.launches[:]
+        proof, _ = st.prove_one(key, asg, ctx, 7, 8)
+    finally:
+        key.release()
+        ctx.close()
+    assert proof == cpu_proof(pk, asg, 7, 8)
+    assert len(seen) == 1
+    early = seen[0]
+    assert "cuzk_fr_abc_check" in early
+    assert any(n.startswith("cuzk_ntt") for n in early)
+    assert "cuzk_msm_windows_g1" in early          # the H MSM's last kernel
+    assert early.count("cuzk_msm_windows_g1") == 1 and not any("batch" in n for n in early)
+    later = [name for name, *_ in fake.launches][len(early):]
+    assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
+
+
+def test_early_path_unsatisfied_assignment(fake, monkeypatch, circuit):
+    """A changed row of c: the early path's device row check reports the first bad row as
+    UnsatisfiedAssignmentError; nothing stays reserved or allocated."""
+    from cuzk._assignment import Assignment
+    from cuzk._errors import UnsatisfiedAssignmentError
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    c = asg.c.copy()
+    c[41], c[17] = c[40], c[16]
+    bad = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
+    st = CudaStages(threads=2, b_g2="gpu")
+    before = pool_buffers(fake)
+    t = {}
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        prove(pk, bad, 1, 2, stages=st, timings=t)
+    assert e.value.row == 17
+    assert device_budget(st.device).used == 0 and pool_buffers(fake) == before
+
+
+def _fail_prep(st, monkeypatch, fake):
+    def boom(*a, **kw):
+        raise RuntimeError("injected: prep_msm")
+    monkeypatch.setattr(st, "prep_msm", boom)
+
+
+def _fail_second_upload(st, monkeypatch, fake):
+    """The fifth staged copy (the first three are a, b, c; the fourth L's bitmap) fails after
+    it is enqueued: some of the second upload's buffers and its reservation are held."""
+    import cuzk._stages._cuda as sc
+    real, calls = sc._Ring.put, []
+
+    def put(self, *a, **kw):
+        real(self, *a, **kw)
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("injected: second upload")
+    monkeypatch.setattr(sc._Ring, "put", put)
+
+
+def _fail_tail_enqueue(st, monkeypatch, fake):
+    """The second MSM enqueued (the first tail; H's is the first) fails, after L's batch
+    addition was enqueued."""
+    real, calls = _cuda_msm.enqueue_msm, []
+
+    def enqueue(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("injected: tail enqueue")
+        return real(*a, **kw)
+    monkeypatch.setattr(_cuda_msm, "enqueue_msm", enqueue)
+
+
+@pytest.mark.parametrize("inject", [_fail_prep, _fail_second_upload, _fail_tail_enqueue],
+                         ids=["prep_msm", "second_upload", "tail_enqueue"])
+def test_early_path_failure_releases_everything(fake, monkeypatch, circuit, inject):
+    """An error at each step after the H kernels are enqueued leaves nothing of the partition
+    reserved and no pool buffer live (the key's aside), and the next partition on the same
+    context and key proves."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        with_key = pool_buffers(fake)
+        with monkeypatch.context() as m:
+            inject(st, m, fake)
+            with pytest.raises(RuntimeError, match="injected"):
+                st.prove_one(key, asg, ctx, 3, 4)
+        assert ctx.budget.used == key.nbytes
+        assert pool_buffers(fake) == with_key
+        proof, t = st.prove_one(key, asg, ctx, 3, 4)
+        assert t["overlap"] == "early" and ctx.budget.used == key.nbytes
+    finally:
+        key.release()
+        ctx.close()
+    assert proof == cpu_proof(pk, asg, 3, 4)
+    assert ctx.budget.used == 0
+
+
+def test_streamed_key_takes_the_normal_path(fake, monkeypatch, circuit):
+    """cuzk.prove with a key kept in host memory (StreamedKey) proves through the normal
+    prepare / run / finish (no early path: its bases are streamed in query order)."""
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey, device_budget
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    keys = []
+
+    def load_host(pk, budget=None, progress=None, where="auto"):
+        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host"))
+        return keys[-1]
+    monkeypatch.setattr(st, "load_key", load_host)
+    t = {}
+    got = prove(pk, asg, 9, 10, stages=st, timings=t, verify=True)
+    assert isinstance(keys[0], StreamedKey)
+    assert got == cpu_proof(pk, asg, 9, 10)
+    assert "overlap" not in t and "gpu:prep_wait" not in t and t["gpu:region"] >= 0
+    assert device_budget(st.device).used == 0
+
+
+# --------------------------------------------------------------------------- the slab bound
+
+@pytest.mark.parametrize("sm_count", [4, 132])
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_tail_rows_bound_covers_every_tail(sm_count, group):
+    """``tail_rows_bound(N)`` >= the result rows of the tail plan of every size m <= N (all m up
+    to 256, then the first m of each auto window width, the auto window width changes, up to 2^27), and is reached."""
+    from cuzk._stages._cuda import tail_rows_bound
+    dev = SimpleNamespace(sm_count=sm_count)
+
+    def rows(m, n):
+        return _cuda_msm.msm_plan(m, group, dev, npoints=n, indexed=True).host_rows
+    # the first m of each auto width c (window_bits is nondecreasing: a binary search per c)
+    firsts = {1}
+    for c in range(_cuda_msm.window_bits(1) + 1, _cuda_msm.window_bits(1 << 27) + 1):
+        lo, hi = 1, 1 << 27
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if _cuda_msm.window_bits(mid) < c else (lo, mid)
+        firsts.add(lo)
+    for n in (1, 3, 100, 3000, 10**4, 10**5, 1 << 20, 1 << 27):
+        bound = tail_rows_bound(n, group, dev)
+        ms = set(range(1, min(n, 256) + 1)) | {m for m in firsts if m <= n} | {n}
+        got = max(rows(m, n) for m in ms)
+        assert got == bound, (n, got, bound)
+
+
+def test_tail_rows_bound_is_not_the_full_tail():
+    """Why the bound tries every width: at 132 SMs a 10^4-point query's full tail (c = 10) has
+    fewer result rows than a one-scalar tail (c = 3)."""
+    from cuzk._stages._cuda import tail_rows_bound
+    dev = SimpleNamespace(sm_count=132)
+    full = _cuda_msm.msm_plan(10**4, "g1", dev, npoints=10**4, indexed=True).host_rows
+    one = _cuda_msm.msm_plan(1, "g1", dev, npoints=10**4, indexed=True).host_rows
+    assert full < one <= tail_rows_bound(10**4, "g1", dev)
