@@ -102,7 +102,8 @@ def prove(pk: ProvingKey, asg: Assignment | str | os.PathLike, r: int | None = N
         Check a_i·b_i = c_i on every row before proving (O(n), milliseconds).
     timings : dict or None
         Filled with per-stage seconds (see ``Stages.stage_names``), ``total``, and the
-        ``backend`` and ``device`` that ran.
+        ``backend`` and ``device`` that ran (the CUDA backend's overlapped path adds
+        ``overlap = "early"``: see ``CudaStages.prove_one``).
     stages : Stages or None
         A stage object to reuse (overrides backend/device/threads).
 
