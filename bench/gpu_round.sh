@@ -64,19 +64,6 @@ for step in "${@:-all}"; do
             CUZK_MSM_PROFILE=1 timeout 100 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 1 --balance affine \
             --no-check --runs 3 2>&1 | sed "s/^/J=$J /" | grep "level0\|g1 " | tail -2; done
         cp /tmp/msm.cuh.orig cuzk/cu/msm/msm.cuh ;;
-    affsm) # the shared-memory affine level 0: tests, registers/occupancy, then timings and a lanes/threads sweep
-        timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py -k "level0_balances" 2>&1 \
-            | tee "$OUT/gpu_affsm_tests.log" | tail -3
-        python3 bench/affine_occupancy.py 2>&1 | tail -8
-        CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22,24 --kinds uniform,bits90,real_tail --c 16 \
-            --k 1,4 --balance bucket,flat,affine,affine_sm --no-check --runs 3 --json "$OUT/affsm.json" 2>&1 | tee "$OUT/affsm.log" \
-            | grep -v "^msm " | grep -v "^ *$" | tail -60
-        cp cuzk/cu/msm/msm.cuh /tmp/msm.cuh.orig
-        for JT in ${AFFSM_SWEEP:-4:128 8:64 16:64 4:256}; do J=${JT%%:*}; T=${JT##*:}
-            sed -i "s/^#define CUZK_MSM_AFFINE_SM_LANES_g1 .*/#define CUZK_MSM_AFFINE_SM_LANES_g1 $J/" cuzk/cu/msm/msm.cuh
-            CUZK_MSM_AFFINE_SM_THREADS=$T CUZK_MSM_PROFILE=1 timeout 100 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' \
-            --kinds uniform --c 16 --k 1 --balance affine_sm --no-check --runs 3 2>&1 | sed "s/^/J=$J T=$T /" | grep "level0\|g1 " | tail -2; done
-        cp /tmp/msm.cuh.orig cuzk/cu/msm/msm.cuh ;;
     affskew) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22,24 --kinds uniform,bits90,real_tail --c 16 --k 1,4 \
                 --balance flat,affine --no-check --runs 3 --json "$OUT/affskew.json" 2>&1 | tee "$OUT/affskew.log" | tail -40 ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \

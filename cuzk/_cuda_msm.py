@@ -60,11 +60,8 @@ _SEGMENT = 64              # default entries per segment (bench: --segment)
 # uniform 81.3 ms against flat's 103.2 (k=4), but G2 bits90/real_tail 83 against 23-26 and G1
 # 2^24 uniform 150.3 against bucket's 138.3 (k=1).  A block's time is S steps × J lanes whatever
 # the entry count, so skewed scalars (fewer entries, fewer blocks than SMs) leave SMs idle.
-# "affine_sm": the same with the lanes' accumulators in shared memory (CUZK_MSM_AFFINE_SM_LANES_*
-# per thread, _AFFINE_SM_THREADS threads a block, as many blocks per SM as fit: two for G1, so
-# that one block's inversion overlaps the other's additions); opt-in until timed.
-BALANCES = ("bucket", "flat", "affine", "affine_sm")
-_FLAT_LEVEL0 = ("flat", "affine", "affine_sm")   # balances whose level 0 leaves the flat pieces
+BALANCES = ("bucket", "flat", "affine")
+_FLAT_LEVEL0 = ("flat", "affine")   # balances whose level 0 leaves the flat pieces
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
@@ -78,7 +75,6 @@ _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # overrides (development).
 _AFFINE_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_THREADS", "256"))
 _AFFINE_PER_SM = 1         # the blocks an SM holds at once (180-255 registers x 256 threads)
-_AFFINE_SM_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_SM_THREADS", "128"))   # "affine_sm"
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
 log = logging.getLogger("cuzk.msm")
@@ -274,18 +270,18 @@ def _grid(items, threads, sm_count, per_sm):
     return max(1, min(-(-max(items, 1) // threads), sm_count * per_sm))
 
 
-_lanes = {}
+_LANES_RE = re.compile(r"^#define CUZK_MSM_AFFINE_LANES (\d+)$", re.M)
+_lanes = []
 
 
-def _affine_lanes(name="CUZK_MSM_AFFINE_LANES"):
-    """Lanes (flat chunks) per thread of an affine level 0: the #define ``name`` of msm/msm.cuh
-    (the one place it is written; CUZK_MSM_AFFINE_SM_LANES_g1/_g2 for "affine_sm"), cached."""
-    if name not in _lanes:
+def _affine_lanes():
+    """Lanes (flat chunks) per thread of the affine level 0: CUZK_MSM_AFFINE_LANES, read from
+    msm/msm.cuh (the one place it is written), cached."""
+    if not _lanes:
         from ._kernels import cu_root
         with open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8") as f:
-            m = re.search(rf"^#define {name} (\d+)$", f.read(), re.M)
-        _lanes[name] = int(m.group(1))
-    return _lanes[name]
+            _lanes.append(int(_LANES_RE.search(f.read()).group(1)))
+    return _lanes[0]
 
 
 def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bound):
@@ -300,16 +296,6 @@ def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bo
         grid = _grid(chunks_bound, T * _affine_lanes(), plan.sm_count, _AFFINE_PER_SM)
         field = (XYZZ_WORDS[g] * 8) // 4              # one coordinate: a quarter of an XYZZ point
         st.fn("cuzk_msm_sum_points_affine_" + g, T * field).launch(s, grid, T, args, shmem=T * field)
-        return
-    if plan.balance == "affine_sm":
-        T, J = _AFFINE_SM_THREADS, _affine_lanes("CUZK_MSM_AFFINE_SM_LANES_" + g)
-        if not 1 <= T <= 1024 or T & (T - 1):
-            raise ValueError(f"affine_sm level 0: {T} threads per block, not a power of two <= 1024")
-        field = (XYZZ_WORDS[g] * 8) // 4
-        smem = (1 + 2 * J) * T * field                  # the tree, then the lanes' x and y
-        f = st.fn("cuzk_msm_sum_points_affine_sm_" + g, smem)
-        per_sm = max(1, f.occupancy(T, smem))
-        f.launch(s, _grid(chunks_bound, T * J, plan.sm_count, per_sm), T, args, shmem=smem)
         return
     name = "cuzk_msm_sum_points_flat_" if plan.balance == "flat" else "cuzk_msm_sum_points_"
     st.fn(name + g).launch(s, _grid(chunks_bound, _SUM_THREADS, plan.sm_count, 8), _SUM_THREADS, args)

@@ -19,28 +19,12 @@ from cuzk._assignment import fr_to_mont
 from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
 
 
-class _Balanced:
-    """cuzk._cuda_msm whose msm_* calls use one affine balance ("affine": lanes in local memory,
-    "affine_sm": lanes in shared memory)."""
-
-    def __init__(self, mod, balance):
-        self.mod, self.balance = mod, balance
-
-    def __getattr__(self, name):
-        f = getattr(self.mod, name)
-        if not name.startswith("msm_g"):
-            return f
-        return lambda *a, **kw: f(*a, **{**kw, "balance": self.balance})
-
-
-@pytest.fixture(params=[("affine", 4), ("affine_sm", 4)], ids=lambda p: f"{p[0]}-T{p[1]}")
+@pytest.fixture(params=[4])
 def affine(gpu_msm, monkeypatch, request):  # noqa: F811
-    """cuzk._cuda_msm on the emulator with blocks of T threads for an affine level 0, each
-    balance in turn."""
-    balance, T = request.param
-    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS", T)
-    monkeypatch.setattr(gpu_msm, "_AFFINE_SM_THREADS", T)
-    return _Balanced(gpu_msm, balance)
+    """cuzk._cuda_msm on the emulator with blocks of ``request.param`` threads for the affine
+    level 0."""
+    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS", request.param)
+    return gpu_msm
 
 
 def _launched_affine(fake, since):  # noqa: F811
@@ -48,17 +32,13 @@ def _launched_affine(fake, since):  # noqa: F811
 
 
 def test_affine_lanes_read_from_source(gpu_msm):
-    """The host's lane counts are the kernel's macros (one place: msm/msm.cuh)."""
+    """The host's lane count is the kernel's macro (one place: msm/msm.cuh)."""
     import re
     from cuzk._kernels import cu_root
     import os
     text = open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8").read()
     want = int(re.search(r"#define CUZK_MSM_AFFINE_LANES (\d+)", text).group(1))
     assert gpu_msm._affine_lanes() == want >= 1
-    for g in ("g1", "g2"):
-        name = "CUZK_MSM_AFFINE_SM_LANES_" + g
-        want = int(re.search(rf"#define {name} (\d+)", text).group(1))
-        assert gpu_msm._affine_lanes(name) == want >= 1
 
 
 AFFINE_CASES = [(kind, 97, 5, 64) for kind in KINDS] + [
@@ -75,19 +55,19 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
     pts = points("g1", n)
     sc = dist_scalars(rng, n, kind)
     since = len(fake.launches)
-    got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, scalar_form="montgomery")
+    got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance="affine", scalar_form="montgomery")
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"affine {kind} n={n} c={c} S={segment}"
     if kind not in ("zeros",):
         assert _launched_affine(fake, since), "level 0 ran the affine kernel"
 
 
-@pytest.mark.parametrize("affine", [(b, t) for b in ("affine", "affine_sm") for t in (1, 2, 8)], indirect=True)
+@pytest.mark.parametrize("affine", [1, 2, 8], indirect=True)
 def test_msm_g1_affine_block_sizes(affine, rng):
     """Blocks of 1 (no tree), 2 and 8 threads: the tree's edge shapes."""
     n = 90
     pts = points("g1", n)
     sc = dist_scalars(rng, n, "uniform")
-    assert np.array_equal(affine.msm_g1(pts, sc, c=4, segment=3), cpu_msm(pts, sc, "g1"))
+    assert np.array_equal(affine.msm_g1(pts, sc, c=4, segment=3, balance="affine"), cpu_msm(pts, sc, "g1"))
 
 
 def _multiples(group, ks, seed=41):
@@ -120,10 +100,10 @@ def test_msm_g1_affine_doublings_and_cancellations(affine, segment, c):
     """Repeated bases and their negatives: P == acc (the batch's doubling), P == −acc (empty
     accumulator), the running sum equal to the next base, infinity among the bases."""
     for i, (pts, sc) in enumerate(_special_cases("g1")):
-        got = affine.msm_g1(pts, sc, c=c, segment=segment)
+        got = affine.msm_g1(pts, sc, c=c, segment=segment, balance="affine")
         assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"case {i} S={segment} c={c}"
     pts = _multiples("g1", [1, -1])
-    assert not affine.msm_g1(pts, to_arr([12345, 12345], 32), c=4).any()
+    assert not affine.msm_g1(pts, to_arr([12345, 12345], 32), c=4, balance="affine").any()
 
 
 def test_msm_affine_indexed_precomputed(affine, rng):
@@ -133,13 +113,13 @@ def test_msm_affine_indexed_precomputed(affine, rng):
     idx = np.array([rnd.randrange(40) for _ in range(150)], dtype=np.uint32)
     sc = dist_scalars(rng, 150, "real_tail")
     want = cpu_msm(pts, sc, "g1", idx)
-    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4), want)
-    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=6), want)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4, balance="affine"), want)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=6, balance="affine"), want)
     if _g2_ready():
         p2 = points("g2", 16, seed=5)
         i2 = np.array([rnd.randrange(16) for _ in range(40)], dtype=np.uint32)
         s2 = dist_scalars(rng, 40, "bits90")
-        got = affine.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3)
+        got = affine.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3, balance="affine")
         assert np.array_equal(got, cpu_msm(p2, s2, "g2", i2))
 
 
@@ -153,14 +133,14 @@ G2_CASES = [("uniform", 33, 4, 64), ("bits90", 64, 3, 3), ("ones", 20, 4, 2), ("
 def test_msm_g2_affine_matches_cpu(affine, rng, kind, n, c, segment):
     pts = points("g2", n)
     sc = dist_scalars(rng, n, kind)
-    got = affine.msm_g2(pts, sc, c=c, segment=segment)
+    got = affine.msm_g2(pts, sc, c=c, segment=segment, balance="affine")
     assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 affine {kind} n={n} c={c} S={segment}"
 
 
 @needs_g2
 def test_msm_g2_affine_doublings_and_cancellations(affine):
     for i, (pts, sc) in enumerate(_special_cases("g2")[:3]):
-        got = affine.msm_g2(pts, sc, c=3, segment=3)
+        got = affine.msm_g2(pts, sc, c=3, segment=3, balance="affine")
         assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 case {i}"
 
 
@@ -170,8 +150,7 @@ def test_affine_plan(gpu_msm):
     for n in (1, 3, 100, 4096, 1 << 20):
         for S in (2, 64):
             a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="flat")
-            for bal in ("affine", "affine_sm"):
-                b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance=bal)
-                assert b.balance == bal and (b.levels, b.buffers) == (a.levels, a.buffers)
-    assert "affine" in M.BALANCES and "affine_sm" in M.BALANCES
+            b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="affine")
+            assert b.balance == "affine" and (b.levels, b.buffers) == (a.levels, a.buffers)
+    assert "affine" in M.BALANCES
     assert all(M.default_balance(g, ix) != "affine" for g in ("g1", "g2") for ix in (False, True))

@@ -309,10 +309,6 @@ class FakeDriver:
                                f"{nbytes} bytes of dynamic shared memory (max {_SMEM_OPTIN})")
                 self.max_dynamic_shared = nbytes
 
-            def occupancy(self, block, shmem=0):
-                # blocks per SM by shared memory alone (the emulator has no registers): 1..4
-                return max(1, min(4, _SMEM_OPTIN // max(int(shmem), 1)))
-
             def launch(self, stream, grid, block, args=(), shmem=0, cooperative=False):
                 g, b = _dims(grid, "grid"), _dims(block, "block")
                 if cooperative:

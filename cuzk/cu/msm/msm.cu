@@ -76,17 +76,8 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
         const G##_affine_t* points, uint32_t nb, uint32_t S)                                            \
     {                                                                                                   \
         CUZK_DYN_SMEM(uint4, affine_tree_##G);                                                          \
-        msm::sum_points_affine<CUZK_MSM_AFFINE_LANES, false>(out, seg, off, entries, points, nb, S,     \
-                                                             affine_tree_##G);                          \
-    }                                                                                                   \
-    /* "affine_sm": lanes in shared memory, (1 + 2·lanes)·blockDim.x field elements of it */           \
-    extern "C" __global__ void cuzk_msm_sum_points_affine_sm_##G(                                       \
-        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
-        const G##_affine_t* points, uint32_t nb, uint32_t S)                                            \
-    {                                                                                                   \
-        CUZK_DYN_SMEM(uint4, affine_sm_tree_##G);                                                       \
-        msm::sum_points_affine<CUZK_MSM_AFFINE_SM_LANES_##G, true>(out, seg, off, entries, points, nb, \
-                                                                   S, affine_sm_tree_##G);              \
+        msm::sum_points_affine<CUZK_MSM_AFFINE_LANES>(out, seg, off, entries, points, nb, S,            \
+                                                      affine_tree_##G);                                 \
     }                                                                                                   \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \

@@ -331,14 +331,6 @@ CUZK_DEVICE void sum_points_flat(xyzz_t* out, const uint64_t* seg, const uint64_
 #ifndef CUZK_MSM_AFFINE_LANES
 #define CUZK_MSM_AFFINE_LANES 32
 #endif
-// Lanes per thread of the shared-memory variant ("affine_sm", SH below), per group: shared
-// memory holds (1 + 2·lanes)·blockDim.x field elements (cuzk/_cuda_msm.py reads these too).
-#ifndef CUZK_MSM_AFFINE_SM_LANES_g1
-#define CUZK_MSM_AFFINE_SM_LANES_g1 8
-#endif
-#ifndef CUZK_MSM_AFFINE_SM_LANES_g2
-#define CUZK_MSM_AFFINE_SM_LANES_g2 4
-#endif
 
 // 1/v for every thread's v (non-zero) with one inversion per block (Montgomery's trick over a
 // product tree): up-sweep node i = node 2i · node 2i+1 (leaves T + t = the threads' v, never
@@ -408,14 +400,7 @@ CUZK_DEVICE F block_inverse(const F& v, F* tree)
 // L1/L2) rather than storing it.  When a lane's piece ends (bucket end or chunk end) it writes
 // acc as XYZZ (ZZ = ZZZ = 1, or infinity when empty) and starts the next piece empty.
 // smem: blockDim.x field elements (block_inverse); blockDim.x a power of two.
-//
-// SH (the "affine_sm" balance): the accumulators live in shared memory after the tree (lane l
-// of thread t at [T + l·T + t] for x, [T + (J + l)·T + t] for y) instead of the thread's
-// stack frame, which at 32 lanes the compiler keeps in local memory (L1/L2: ~300 B of traffic
-// per addition).  Shared memory then bounds J·T (G1: 8 lanes × 128 threads = 104 KB a block),
-// and the launch fits two blocks per SM so that one block's inversion (one thread, the rest of
-// the block at a barrier) overlaps the other block's additions.
-template <int J, bool SH, class F>
+template <int J, class F>
 CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
                                    const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
                                    void* smem)
@@ -433,12 +418,7 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
     const int Jr = chunks == 0 ? 1 : (int)(spread < (uint64_t)J ? spread : (uint64_t)J);
     const uint64_t per_block = (uint64_t)T * Jr;
     for (uint64_t first = blockIdx.x * per_block; first < chunks; first += (uint64_t)gridDim.x * per_block) {
-        F pre[J];                          // prefix products
-        F loc_x[SH ? 1 : J], loc_y[SH ? 1 : J];   // accumulators (valid unless empty), unless SH
-        F* const sh_x = tree + T + t;      // SH: lane l at sh_x[l·T]
-        F* const sh_y = sh_x + (uint64_t)J * T;
-        auto ax = [&](int l) -> F& { if constexpr (SH) return sh_x[(uint64_t)l * T]; else return loc_x[l]; };
-        auto ay = [&](int l) -> F& { if constexpr (SH) return sh_y[(uint64_t)l * T]; else return loc_y[l]; };
+        F ax[J], ay[J], pre[J];            // accumulators (valid unless empty), prefix products
         uint32_t bk[J];                    // current bucket of the lane
         uint64_t bend[J];                  // off[bk + 1]
         uint32_t empty = ~0u;              // bit l: lane l's accumulator is empty
@@ -459,19 +439,19 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
                 if (P.is_inf()) continue;
                 const uint32_t bit = 1u << l;
                 if (empty & bit) {
-                    ax(l) = P.x;
-                    ay(l) = P.y;
+                    ax[l] = P.x;
+                    ay[l] = P.y;
                     empty &= ~bit;
                     continue;
                 }
-                F d = P.x - ax(l);
+                F d = P.x - ax[l];
                 if (!d.is_zero()) {
                     add |= bit;
-                } else if ((P.y + ay(l)).is_zero()) {   // P == −acc
+                } else if ((P.y + ay[l]).is_zero()) {   // P == −acc
                     empty |= bit;
                     continue;
                 } else {                                // P == acc
-                    d = ay(l) + ay(l);                  /* d = 2·y1 */
+                    d = ay[l] + ay[l];                  /* d = 2·y1 */
                     dbl |= bit;
                 }
                 pre[l] = run;                           /* Π_{l' < l} d_l' */
@@ -484,7 +464,7 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
                 const uint32_t bit = 1u << l;
                 if ((add | dbl) & bit) {
                     const bool before = ((add | dbl) & (bit - 1)) != 0;   // lanes below l hold d's
-                    const F x1 = ax(l), y1 = ay(l);
+                    const F x1 = ax[l], y1 = ay[l];
                     F d, num, x2;
                     if (dbl & bit) {
                         d = y1 + y1;
@@ -501,14 +481,14 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
                     if (before) inv = inv * d;                    /* 1/Π_{l' < l} d_l' */
                     const F lambda = num * dinv;
                     const F x3 = lambda.sqr() - x1 - x2;          /* x3 = λ^2 − x1 − x2 */
-                    ay(l) = lambda * (x1 - x3) - y1;              /* y3 = λ·(x1 − x3) − y1 */
-                    ax(l) = x3;
+                    ay[l] = lambda * (x1 - x3) - y1;              /* y3 = λ·(x1 − x3) − y1 */
+                    ax[l] = x3;
                 }
                 const uint64_t end = m * S + S < E ? m * S + S : E;
                 if (j + 1 == bend[l] || j + 1 == end) {           // the piece ends
                     const uint32_t b = bk[l];
                     out[seg[b] + (m - off[b] / S)] = (empty & bit) ? xyzz_t<F>::infinity()
-                                                                   : xyzz_t<F>{ax(l), ay(l), F::one(), F::one()};
+                                                                   : xyzz_t<F>{ax[l], ay[l], F::one(), F::one()};
                     empty |= bit;
                     if (j + 1 < end) {                  // the next non-empty bucket starts at j + 1
                         bk[l] = bucket_of(off, nb, j + 1);
