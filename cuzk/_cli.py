@@ -461,7 +461,7 @@ def _parser():
     e.add_argument("--workers-per-gpu", default=None, metavar="W[,W...]",
                    help="worker threads per device, e.g. 2 or 1,2,4 (default 2)")
     e.add_argument("--lock-mode", default=None, metavar="MODE[,MODE...]",
-                   help="coarse,narrow,two-lock (default all)")
+                   help="coarse,narrow,two-lock (default all; none: only --single)")
     e.add_argument("--devices", type=int, default=None,
                    help="devices to use (CPU backend: simulated devices; default all / 1)")
     e.add_argument("--thread-share", default=None, metavar="SHARE[,SHARE...]",
@@ -470,6 +470,9 @@ def _parser():
     e.add_argument("--stage-options", default=None, metavar="K=V[,K=V...]",
                    help="CUDA stage options of every worker: precompute=K (copies of the H "
                         "bases), h_window=C (the H MSM's window), b_g2=gpu|cpu")
+    e.add_argument("--single", type=int, default=None, metavar="N",
+                   help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
+                        "worker, no engine), CUDA: with and without the early H overlap")
     e.add_argument("--priority-mix", action="store_true",
                    help="jobs of mixed priorities (normal 10, critical 1, high 4, low 2)")
     e.add_argument("--trace", default=None, metavar="DIR",

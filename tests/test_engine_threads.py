@@ -253,3 +253,26 @@ def test_bench_cli_stage_options_errors(tmp_path, capsys):
     assert "CUDA options" in capsys.readouterr().err
     assert main(base + ["--stage-options", "warp=9"]) == 2
     assert "not one of" in capsys.readouterr().err
+
+
+def test_bench_cli_single(tmp_path, capsys):
+    """``--single N``: N partitions through cuzk.prove's path after the engine rows (same inputs and
+    randomizers: the first single proof's bytes are the engine's first partition's); ``--lock-mode
+    none`` runs only those; ``none`` without ``--single`` is refused."""
+    import json
+    from cuzk._cli import main
+    base = ["bench", "--log-n", "4", "--partitions", "2", "--workers-per-gpu", "1", "--backend", "cpu",
+            "--threads", "2", "--cache-dir", "memory"]
+    rc = main(base + ["--lock-mode", "narrow", "--single", "2", "--json", str(tmp_path / "a.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "cuzk.prove's path" in out
+    doc = json.loads((tmp_path / "a.json").read_text())
+    (row,) = doc["single"]
+    assert row["path"] == "cpu" and row["runs"] == 2 and row["verified"]
+    assert row["wall_median_s"] > 0 and row["stage_median_s"]["prep_msm"] >= 0
+    assert len(doc["results"]) == 1
+    rc = main(base + ["--lock-mode", "none", "--single", "2", "--json", str(tmp_path / "b.json")])
+    doc2 = json.loads((tmp_path / "b.json").read_text())
+    assert rc == 0 and doc2["results"] == [] and doc2["single"][0]["sha256"] == row["sha256"]
+    assert main(base + ["--lock-mode", "none"]) == 2
+    assert "--single" in capsys.readouterr().err

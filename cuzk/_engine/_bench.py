@@ -18,12 +18,12 @@ from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
 __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
-           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table",
+           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table", "bench_single", "format_single_table",
            "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
-                  "priority_mix", "trace", "thread_share", "stage_options")
+                  "priority_mix", "trace", "thread_share", "stage_options", "single")
 
 # (priority, partitions) of the jobs of --priority-mix, cycled: sector proofs (10), a
 # WinningPoSt-like critical partition, WindowPoSt-like high and low jobs
@@ -36,9 +36,12 @@ def wants_engine_bench(args):
 
 
 def parse_modes(text):
-    """``"coarse,narrow,two-lock"`` -> a list of lock modes (``all`` = every mode)."""
+    """``"coarse,narrow,two-lock"`` -> a list of lock modes (``all`` = every mode, ``none`` = no
+    engine rows: ``--single`` only)."""
     if text is None or str(text).strip().lower() == "all":
         return list(LOCK_MODES)
+    if str(text).strip().lower() == "none":
+        return []
     modes = [lock_mode_arg(m) for m in str(text).split(",") if m.strip()]
     if not modes:
         raise ValueError("--lock-mode: no mode given")
@@ -178,6 +181,73 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     return rows
 
 
+def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, quiet=False,
+                 stage_options=None):
+    """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove``: one worker, no
+    engine, no lock), after one untimed warm-up, on the engine bench's inputs and randomizers.
+    CUDA: once with the early H overlap (``early_h``, the default) and once without.
+
+    Returns
+    -------
+    list of dict
+        One row per path ("early", "normal"; the CPU backend: "cpu"): ``wall_median_s`` (host
+        wall of a whole ``prove_one``), ``stage_median_s`` (its timings), ``verified``,
+        ``sha256`` (equal across the paths: same randomizers).
+    """
+    from statistics import median
+    from .._demo import _load_or_regenerate
+    from .._stages import R_MODULUS, stages_for
+    _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
+    rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
+    rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(max(1, runs))]
+    st = stages_for(backend, threads, **(stage_options or {}))
+    ctx = st.context(threads=threads)
+    rows = []
+    try:
+        key = st.load_key(pk)
+        try:
+            for early in ((True, False) if hasattr(st, "early_h") else (None,)):
+                if early is not None:
+                    st.early_h = early
+                path = "cpu" if early is None else ("early" if early else "normal")
+                if not quiet:
+                    print(f"  single-lg{log_n}-{path}: {runs} partitions ...", file=sys.stderr)
+                st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
+                walls, times, proofs = [], {}, []
+                for r, s in rs[:runs]:
+                    t0 = time.perf_counter()
+                    proof, t = st.prove_one(key, asg, ctx, r, s, verify=True)
+                    walls.append(time.perf_counter() - t0)
+                    proofs.append(proof)
+                    for k, v in t.items():
+                        if isinstance(v, float):
+                            times.setdefault(k, []).append(v)
+                rows.append({"path": path, "log_n": log_n, "runs": runs, "backend": st.name,
+                             "device": st.device_label, "wall_median_s": median(walls),
+                             "stage_median_s": {k: median(v) for k, v in times.items()},
+                             "verified": True,       # prove_one(verify=True) raised otherwise
+                             "sha256": hashlib.sha256(b"".join(proofs)).hexdigest(),
+                             "stage_options": dict(stage_options or {})})
+        finally:
+            key.release()
+    finally:
+        ctx.close()
+    return rows
+
+
+def format_single_table(rows):
+    """One line per ``bench_single`` row: path, wall, and the stages that make it up."""
+    keys = ("validate", "upload", "prep_msm", "region", "gpu:region", "gpu:prep_wait", "epilogue",
+            "verify")
+    head = f"{'log_n':>5s} {'path':>7s} {'wall s':>8s} " + " ".join(f"{k:>13s}" for k in keys)
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        m = r["stage_median_s"]
+        lines.append(f"{r['log_n']:>5d} {r['path']:>7s} {r['wall_median_s']:8.3f} "
+                     + " ".join(f"{m[k]:13.3f}" if k in m else f"{'-':>13s}" for k in keys))
+    return "\n".join(lines)
+
+
 def format_engine_table(rows):
     """The bench table: mode, workers, thread share, s/partition, throughput, GPU efficiency,
     kernel busy, steady-state kernel busy (first region to last, fill and drain left out), gap
@@ -214,19 +284,32 @@ def run_engine_bench(args):
     cache = getattr(args, "cache_dir", None)
     from .._stages import parse_stage_options
     stage_options = parse_stage_options(getattr(args, "stage_options", None) or "")
-    rows = []
+    single = getattr(args, "single", None) or 0
+    if single < 0:
+        raise ValueError(f"--single must be >= 0, got {single}")
+    if not modes and not single:
+        raise ValueError("--lock-mode none needs --single N")
+    rows, singles = [], []
     for lg in args.log_n:
-        rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
-                             devices=devices, threads=args.threads,
-                             priority_mix=bool(getattr(args, "priority_mix", False)),
-                             trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                             stage_options=stage_options)
-    be = rows[0]["backend"] if rows else args.backend
-    labels = ", ".join(rows[0]["device_labels"]) if rows else ""
+        if modes:
+            rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
+                                 devices=devices, threads=args.threads,
+                                 priority_mix=bool(getattr(args, "priority_mix", False)),
+                                 trace=getattr(args, "trace", None), cache=cache, shares=shares,
+                                 stage_options=stage_options)
+        if single:
+            singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
+                                    cache=cache, stage_options=stage_options)
+    be = rows[0]["backend"] if rows else (singles[0]["backend"] if singles else args.backend)
+    labels = ", ".join(rows[0]["device_labels"]) if rows else (singles[0]["device"] if singles else "")
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
           f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified"
           + (f", stage options {stage_options}" if stage_options else ""))
-    print(format_engine_table(rows))
+    if rows:
+        print(format_engine_table(rows))
+    if singles:
+        print(f"one partition at a time through cuzk.prove's path (medians of {single}):")
+        print(format_single_table(singles))
     if getattr(args, "json", None):
         from .._io import atomic_write
         doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
@@ -234,6 +317,8 @@ def run_engine_bench(args):
                "backend": be, "threads": args.threads, "thread_shares": shares,
                "stage_options": stage_options,
                "partitions": partitions,
-               "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows}
+               "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows,
+               "single": singles}
         atomic_write(args.json, json.dumps(doc, indent=1) + "\n")
-    return 0 if all(r["verified"] and r["bytes_match"] for r in rows) else 1
+    ok_single = all(len({r["sha256"] for r in singles if r["log_n"] == lg}) <= 1 for lg in args.log_n)
+    return 0 if all(r["verified"] and r["bytes_match"] for r in rows) and ok_single else 1
