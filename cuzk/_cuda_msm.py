@@ -56,10 +56,12 @@ _SEGMENT = 64              # default entries per segment (bench: --segment)
 # bits90 22.1 vs 23.3); "bucket" for the plain G1 MSM (the H MSM's uniform scalars: 127.1 vs
 # 130.8 ms at 2^24 c=16 k=4).  "affine": the flat chunks and pieces, with affine additions that
 # share one inversion per block and step (msm.cuh sum_points_affine, ~6M instead of 8M + 2S per
-# addition); opt-in.  Timed on the H200 (session 5, c=16, 256 threads, 32 lanes): G2 2^22
-# uniform 81.3 ms against flat's 103.2 (k=4), but G2 bits90/real_tail 83 against 23-26 and G1
-# 2^24 uniform 150.3 against bucket's 138.3 (k=1).  A block's time is S steps × J lanes whatever
-# the entry count, so skewed scalars (fewer entries, fewer blocks than SMs) leave SMs idle.
+# addition): the default for G2 MSMs of >= 2^23 scalars (``_G2_AFFINE_MIN``).  Timed on the H200
+# (c=16, 256 threads, 32 lanes): G2 2^22 uniform 81.3 ms against flat's 103.2 (k=4); after the
+# lanes were sized to the grid (session 6) skewed G2 2^22 is 15 % slower than flat and G2 2^24
+# 10-20 % faster on every distribution; G1 2^24 uniform 150.3 against bucket's 138.3 (k=1).
+# (Session 6 also timed the lanes in shared memory, 8 x 128 threads, two blocks per SM: G1 level 0
+# 171 ms against 128 in local memory and XYZZ's 116; removed.)
 BALANCES = ("bucket", "flat", "affine")
 _FLAT_LEVEL0 = ("flat", "affine")   # balances whose level 0 leaves the flat pieces
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
@@ -161,10 +163,21 @@ class MsmPlan:
                 f"scratch_bytes={self.scratch_bytes}, precompute_bytes={self.precompute_bytes})")
 
 
-def default_balance(group, indexed):
-    """Level 0's measured best work split for an MSM of ``group`` (see ``BALANCES``): "flat" for
-    G2 and for indexed (tail) MSMs, "bucket" for a plain G1 MSM."""
-    return "flat" if group == "g2" or indexed else "bucket"
+# G2 MSMs of at least this many scalars default to "affine".  H200, session 6 (bench/RESULTS.md),
+# c = 16, k = 1/4, affine vs flat: 2^24 uniform 324.5/314.3 vs 408.7/397.2 ms, bits90 62.5/56.1 vs
+# 69.1/63.9, real_tail 69.7/63.1 vs 79.2/73.6 (affine faster on all three); 2^22 uniform
+# 88.5/81.9 vs 109.7/103.6 but bits90 31.8/27.2 vs 27.7/23.5 and real_tail 34.0/29.1 vs
+# 30.8/26.4 (flat faster on the skewed ones, which is what G2 tails are).  2^23 is between.
+_G2_AFFINE_MIN = 1 << 23
+
+
+def default_balance(group, indexed, n=None):
+    """Level 0's measured best work split for an MSM of ``n`` scalars of ``group`` (see
+    ``BALANCES``): "affine" for G2 from ``_G2_AFFINE_MIN`` scalars, "flat" for smaller G2 and for
+    indexed (tail) G1 MSMs, "bucket" for a plain G1 MSM."""
+    if group == "g2":
+        return "affine" if n is not None and n >= _G2_AFFINE_MIN else "flat"
+    return "flat" if indexed else "bucket"
 
 
 def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
@@ -189,7 +202,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     segment : int or None
         Entries per segment S >= 2 (None: 64).
     balance : {"bucket", "flat", "affine"} or None
-        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed)``); "affine"
+        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n)``); "affine"
         plans exactly as "flat" (the same pieces and levels) and differs only in its kernel.
 
     Raises
@@ -215,7 +228,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
     if S < 2:
         raise ValueError(f"segment must be >= 2, got {S}")
-    balance = default_balance(group, indexed) if balance is None else balance
+    balance = default_balance(group, indexed, n) if balance is None else balance
     if balance not in BALANCES:
         raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     c = window_bits(n, k) if c is None else int(c)

@@ -278,12 +278,19 @@ def test_flat_plan_levels(gpu_msm):
 
 
 def test_default_balance_by_group_and_indexing(gpu_msm):
-    """The measured default work split: flat for G2 and for indexed (tail) MSMs, bucket for a
-    plain G1 MSM; an explicit balance always wins."""
+    """The measured default work split: flat for G2 below 2^23 scalars and affine from there, flat
+    for indexed (tail) G1 MSMs, bucket for a plain G1 MSM; an explicit balance always wins."""
     M = gpu_msm
     got = {(g, ix): M.msm_plan(100, g, None, npoints=200, c=6, indexed=ix).balance
            for g in ("g1", "g2") for ix in (False, True)}
     assert got == {("g1", False): "bucket", ("g1", True): "flat", ("g2", False): "flat", ("g2", True): "flat"}
+    # large G2 MSMs (the 2^27 partition's B_G2 tail: ~13 M points) take the affine level 0
+    big = M._G2_AFFINE_MIN
+    for ix in (False, True):
+        assert M.default_balance("g2", ix, big) == "affine"
+        assert M.default_balance("g2", ix, big - 1) == "flat"
+        assert M.default_balance("g1", ix, big) == ("flat" if ix else "bucket")
+    assert M.msm_plan(big, "g2", None, npoints=big, indexed=True).balance == "affine"
     assert M.msm_plan(100, "g2", None, c=6, balance="bucket").balance == "bucket"
 
 

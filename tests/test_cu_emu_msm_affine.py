@@ -145,7 +145,7 @@ def test_msm_g2_affine_doublings_and_cancellations(affine):
 
 
 def test_affine_plan(gpu_msm):
-    """"affine" plans like "flat" (levels, buffers) and is never the default."""
+    """"affine" plans like "flat" (levels, buffers) and is the default only for large G2 MSMs."""
     M = gpu_msm
     for n in (1, 3, 100, 4096, 1 << 20):
         for S in (2, 64):
@@ -153,4 +153,6 @@ def test_affine_plan(gpu_msm):
             b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="affine")
             assert b.balance == "affine" and (b.levels, b.buffers) == (a.levels, a.buffers)
     assert "affine" in M.BALANCES
-    assert all(M.default_balance(g, ix) != "affine" for g in ("g1", "g2") for ix in (False, True))
+    assert all(M.default_balance(g, ix, n) != "affine" for g in ("g1", "g2") for ix in (False, True)
+               for n in (None, 1, 1 << 22))
+    assert all(M.default_balance("g1", ix, 1 << 27) != "affine" for ix in (False, True))
