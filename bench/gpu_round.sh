@@ -2,7 +2,7 @@
 # One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
-# Next session's first call: tests affskew, then ENG27_OPTS="--stage-options precompute=2,h_window=20" eng27
+# Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -64,6 +64,10 @@ for step in "${@:-all}"; do
             CUZK_MSM_PROFILE=1 timeout 100 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 1 --balance affine \
             --no-check --runs 3 2>&1 | sed "s/^/J=$J /" | grep "level0\|g1 " | tail -2; done
         cp /tmp/msm.cuh.orig cuzk/cu/msm/msm.cuh ;;
+    prover) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_prover.py 2>&1 \
+                | tee "$OUT/gpu_prover_tests.log" | tail -3 ;;
+    single24) timeout 300 python3 -m cuzk bench --log-n 24 --lock-mode none --single 4 --backend cuda --cache-dir memory \
+                ${SINGLE_OPTS:-} --json "$OUT/single24.json" 2>&1 | tee "$OUT/single24.log" | tail -6 ;;
     affskew) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22,24 --kinds uniform,bits90,real_tail --c 16 --k 1,4 \
                 --balance flat,affine --no-check --runs 3 --json "$OUT/affskew.json" 2>&1 | tee "$OUT/affskew.log" | tail -40 ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
