@@ -276,3 +276,23 @@ def test_bench_cli_single(tmp_path, capsys):
     assert rc == 0 and doc2["results"] == [] and doc2["single"][0]["sha256"] == row["sha256"]
     assert main(base + ["--lock-mode", "none"]) == 2
     assert "--single" in capsys.readouterr().err
+
+
+def test_bench_cli_makes_the_circuit_once(monkeypatch, capsys):
+    """The engine rows and the --single rows of one size share one circuit: with --cache-dir memory
+    (2^27: minutes to make) it is generated once, not once per bench (the H200 run of session 6
+    lost its engine table to a second generation past the time limit)."""
+    import cuzk._demo as demo
+    from cuzk._cli import main
+    calls = []
+    real = demo.generate_circuit
+
+    def counting(*a, **kw):
+        calls.append(a[0] if a else kw.get("log_n"))
+        return real(*a, **kw)
+    monkeypatch.setattr(demo, "generate_circuit", counting)
+    rc = main(["bench", "--log-n", "4", "--partitions", "1", "--workers-per-gpu", "1", "--lock-mode", "narrow",
+               "--backend", "cpu", "--threads", "2", "--cache-dir", "memory", "--single", "1"])
+    err = capsys.readouterr().err
+    assert rc == 0 and calls == [4]
+    assert "engine-lg4-narrow-w1: " in err and "s/partition" in err      # printed as it finishes

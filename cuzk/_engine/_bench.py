@@ -134,9 +134,19 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "engine_s": time.perf_counter() - t_start}
 
 
+def _circuit(log_n, seed, cache, threads, quiet, circuit):
+    """(pk, asg, public): ``circuit`` when given (loaded once by the caller for several benches:
+    at 2^27 making it in memory takes minutes), else from ``cuzk._demo``'s cache."""
+    if circuit is not None:
+        return circuit
+    from .._demo import _load_or_regenerate
+    _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
+    return pk, asg, public
+
+
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
                  threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
-                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None):
+                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None):
     """Run every (thread share, workers, mode) configuration on the same P partitions of one
     size.
 
@@ -149,8 +159,7 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
         ``engine-lg{log_n}-{mode}-w{workers}``, with ``-{share}`` appended when more than one
         thread share is benched.
     """
-    from .._demo import _load_or_regenerate
-    _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
+    pk, asg, public = _circuit(log_n, seed, cache, threads, quiet, circuit)
     rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
     from .._stages import R_MODULUS
     rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(partitions)]
@@ -171,6 +180,10 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 row["log_n"] = log_n
                 row["constraints"] = int(asg.a.shape[0])
                 rows.append(row)
+                if not quiet:       # now, not only in the final table: a run cut short keeps it
+                    print(f"  {tag}: {row['s_per_partition'] or 0:.4f} s/partition, steady busy "
+                          f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}",
+                          file=sys.stderr)
     ref = rows[0]["sha256"] if rows else None
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref
@@ -182,7 +195,7 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
 
 
 def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, quiet=False,
-                 stage_options=None):
+                 stage_options=None, circuit=None):
     """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove``: one worker, no
     engine, no lock), after one untimed warm-up, on the engine bench's inputs and randomizers.
     CUDA: once with the early H overlap (``early_h``, the default) and once without.
@@ -195,9 +208,8 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
         ``sha256`` (equal across the paths: same randomizers).
     """
     from statistics import median
-    from .._demo import _load_or_regenerate
     from .._stages import R_MODULUS, stages_for
-    _, (pk, asg, _, public) = _load_or_regenerate(log_n, seed, cache, threads, quiet)
+    pk, asg, _ = _circuit(log_n, seed, cache, threads, quiet, circuit)
     rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
     rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(max(1, runs))]
     st = stages_for(backend, threads, **(stage_options or {}))
@@ -222,6 +234,8 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
                     for k, v in t.items():
                         if isinstance(v, float):
                             times.setdefault(k, []).append(v)
+                if not quiet:
+                    print(f"  single-lg{log_n}-{path}: wall {median(walls):.3f} s", file=sys.stderr)
                 rows.append({"path": path, "log_n": log_n, "runs": runs, "backend": st.name,
                              "device": st.device_label, "wall_median_s": median(walls),
                              "stage_median_s": {k: median(v) for k, v in times.items()},
@@ -291,15 +305,17 @@ def run_engine_bench(args):
         raise ValueError("--lock-mode none needs --single N")
     rows, singles = [], []
     for lg in args.log_n:
+        circuit = _circuit(lg, 0, cache, args.threads, False, None)     # once for both benches
         if modes:
             rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
                                  devices=devices, threads=args.threads,
                                  priority_mix=bool(getattr(args, "priority_mix", False)),
                                  trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                                 stage_options=stage_options)
+                                 stage_options=stage_options, circuit=circuit)
         if single:
             singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
-                                    cache=cache, stage_options=stage_options)
+                                    cache=cache, stage_options=stage_options, circuit=circuit)
+        del circuit
     be = rows[0]["backend"] if rows else (singles[0]["backend"] if singles else args.backend)
     labels = ", ".join(rows[0]["device_labels"]) if rows else (singles[0]["device"] if singles else "")
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
