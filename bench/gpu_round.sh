@@ -68,6 +68,9 @@ for step in "${@:-all}"; do
                 | tee "$OUT/gpu_prover_tests.log" | tail -3 ;;
     single24) timeout 300 python3 -m cuzk bench --log-n 24 --lock-mode none --single 4 --backend cuda --cache-dir memory \
                 ${SINGLE_OPTS:-} --json "$OUT/single24.json" 2>&1 | tee "$OUT/single24.log" | tail -6 ;;
+    eng24tl) timeout ${ENG24_TIMEOUT:-200} python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3,4 \
+                --lock-mode narrow,two-lock --backend cuda --cache-dir memory --single 2 --json "$OUT/eng24tl.json" \
+                2>&1 | tee "$OUT/eng24tl.log" | grep -v "^ *circuit\|keygen\|assignment" | tail -30 ;;
     affskew) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22,24 --kinds uniform,bits90,real_tail --c 16 --k 1,4 \
                 --balance flat,affine --no-check --runs 3 --json "$OUT/affskew.json" 2>&1 | tee "$OUT/affskew.log" | tail -40 ;;
     msmflat) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
