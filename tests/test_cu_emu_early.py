@@ -266,3 +266,36 @@ def test_tail_rows_bound_is_not_the_full_tail():
     full = _cuda_msm.msm_plan(10**4, "g1", dev, npoints=10**4, indexed=True).host_rows
     one = _cuda_msm.msm_plan(1, "g1", dev, npoints=10**4, indexed=True).host_rows
     assert full < one <= tail_rows_bound(10**4, "g1", dev)
+
+
+def test_early_path_full_budget_falls_back(fake, monkeypatch, circuit):
+    """When prep_msm's bytes do not fit the budget at once (other threads' partitions hold it),
+    the early path gives back what it holds and proves on the normal path (one reservation that
+    may wait holding nothing) instead of waiting while it holds a, b, c: same bytes, nothing left
+    reserved, and the second reservation never waits."""
+    from cuzk._errors import BudgetError
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    real, seen = type(ctx.budget).reserve, []
+
+    def reserve(budget, nbytes, what="", *, block=True, timeout=None):
+        seen.append(block)
+        if not block:
+            raise BudgetError(f"{budget.name}: injected: {nbytes} bytes do not fit now")
+        return real(budget, nbytes, what, block=block, timeout=timeout)
+    try:
+        with_key = pool_buffers(fake)
+        with monkeypatch.context() as m:
+            m.setattr(type(ctx.budget), "reserve", reserve)
+            proof, t = st.prove_one(key, asg, ctx, 7, 8)
+        assert seen == [True, False, True]      # a, b, c; prep's (refused); the normal path's
+        assert "overlap" not in t
+        assert ctx.budget.used == key.nbytes and pool_buffers(fake) == with_key
+    finally:
+        key.release()
+        ctx.close()
+    assert proof == cpu_proof(pk, asg, 7, 8)

@@ -606,9 +606,11 @@ class CudaStages(CpuStages):
 
     def _stage_in_prep(self, part):
         """The early path's second upload (after prep_msm): bitmaps, tail scalars and indices;
-        the reductions' scratch beyond the H MSM's."""
+        the reductions' scratch beyond the H MSM's.  Its reservation never waits (BudgetError when
+        the bytes do not fit now): the partition already holds its first one, and threads that
+        each held one while waiting for a second could wait for each other forever."""
         part.plans = part.plans[:1] + self._query_plans(part.key, part.prep)
-        self._stage(part, self._prep_uploads(part.prep), outputs=False)
+        self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
 
     @staticmethod
     def _begin(part):
@@ -659,12 +661,12 @@ class CudaStages(CpuStages):
             at += p.host_rows * w
         part.slab_at = at
 
-    def _stage(self, part, uploads, outputs):
+    def _stage(self, part, uploads, outputs, block=True):
         """Reserve, then allocate and enqueue: the device bytes of ``uploads``, with ``outputs``
         also H's output, first_bad and a streamed key's two slots, and the scratch the plans so
         far need beyond the scratch reserved already; result views for the new plans; the uploads
         through the worker's pinned ring on its upload stream; ``part.uploaded`` an event after
-        them."""
+        them.  ``block``: whether the reservation may wait for the bytes (``Budget.reserve``)."""
         key, ctx, n = part.key, part.ctx, part.n
         dev_bytes = sum(_align(nb) for _, _, nb in uploads)
         if outputs:
@@ -675,7 +677,7 @@ class CudaStages(CpuStages):
         # stream-ordered before the next allocates: the peak is the largest, not the sum
         scratch = max((p.scratch_bytes for _, _, p in part.plans), default=0)
         dev_bytes += max(0, scratch - part.scratch_reserved)
-        part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition"))
+        part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition", block=block))
         part.scratch_reserved = max(scratch, part.scratch_reserved)
         self._cut_views(part)
         up = ctx.upload
@@ -786,7 +788,15 @@ class CudaStages(CpuStages):
             bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
             self._enqueue_head(part, bases)
             part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-            part.lap("upload", self._stage_in_prep, part)
+            try:
+                part.lap("upload", self._stage_in_prep, part)
+            except BudgetError as e:
+                # the device is full now (other threads' partitions): give everything back and
+                # take the normal path, whose one reservation waits holding nothing
+                self.abort(part)
+                log.info("%s: early H path out of device budget (%s): the partition is proved "
+                         "on the normal path", ctx.name, e)
+                return super().prove_one(key, asg, ctx, r, s, check, verify)
             self._enqueue_rest(part, bases, wait=True).synchronize()
             part.timings["region"] = time.perf_counter() - t1
         except BaseException:
