@@ -460,13 +460,15 @@ def precompute_bases(plan, stream, d_points_ptr, d_table_ptr):
     table[q·N + j] = 2^(q·c·Wk)·points[j] (affine, the bases' layout; ``plan.precompute_bytes``
     bytes at ``d_table_ptr``, which the caller allocates and accounts).  Built once per resident
     key; any plan with the same (group, npoints, c, k) reads it.  Cost per point: (k − 1)·c·Wk
-    doublings and k − 1 inversions."""
+    doublings and k − 1 inversions.  ``d_points_ptr == d_table_ptr``: the bases are already in
+    copy 0 (a resident key uploads them there)."""
     if plan.k < 2:
         raise ValueError("precompute_bases needs a plan with k >= 2")
     d = _driver()
     st = _state(plan.device)
     N = plan.npoints
-    d.copy_dtod(d_table_ptr, d_points_ptr, N * AFFINE_WORDS[plan.group] * 8, stream)
+    if d_points_ptr != d_table_ptr:
+        d.copy_dtod(d_table_ptr, d_points_ptr, N * AFFINE_WORDS[plan.group] * 8, stream)
     st.fn("cuzk_msm_precompute_" + plan.group).launch(
         stream, _grid(N, 128, plan.sm_count, 16), 128,
         [("P", d_table_ptr), ("I", N), ("I", plan.k), ("I", plan.c * plan.Wk)])

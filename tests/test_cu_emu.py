@@ -433,6 +433,15 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
     assert t["gpu:region"] >= 0 and ("b_g2" in t) == (b_g2 == "cpu")
     assert device_budget(st.device).used == 0
     assert st.pool.used_bytes == 0 if hasattr(st.pool, "used_bytes") else True
+    # the resident key holds H once: copy 0 of the precomputed table is the H query itself
+    key = st.load_key(pk)
+    try:
+        h, rest = pk.h.nbytes, sum(getattr(pk, a).nbytes for a in ("l", "a", "b_g1", "b_g2"))
+        assert key.precompute_bytes == (precompute - 1) * h
+        assert key.nbytes == rest + h + key.precompute_bytes + 3 * pk.domain_size * 32 + 4096
+        assert ("h" in key._bufs) == (precompute == 1)
+    finally:
+        key.release()
 
 
 def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):

@@ -244,8 +244,10 @@ class ResidentKey:
             plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=precompute, c=c)
             self.h_plan_args = {"k": plan.k, "c": plan.c}
             pre = plan.precompute_bytes
-        self.precompute_bytes = pre
-        self.nbytes = sum(sizes.values()) + tables + pre
+        # the table's copy 0 is the H query itself (uploaded straight into it): the precompute
+        # costs (k − 1)·|H| bytes beyond the five queries (2^27, k = 2: 12 GiB, not 24)
+        self.precompute_bytes = max(0, pre - sizes["h"]) if pre else 0
+        self.nbytes = sum(sizes.values()) + tables + self.precompute_bytes
         if budget is not None:
             self._res = budget.reserve(self.nbytes, "resident key", block=False)
         d = _driver()
@@ -262,11 +264,14 @@ class ResidentKey:
                 host = np.ascontiguousarray(getattr(pk, attr)).view(np.uint8).reshape(-1)
                 if host.size == 0:
                     continue
-                buf = self._bufs[q] = pool.alloc(host.size, up)
+                if q == "h" and pre:            # into copy 0 of the table: no separate H buffer
+                    buf = self._bufs["h_table"] = pool.alloc(pre, up)
+                else:
+                    buf = self._bufs[q] = pool.alloc(host.size, up)
                 ring.put(buf.ptr, host, host.size, up, progress=step)
             if pre:
-                self._bufs["h_table"] = pool.alloc(pre, up)
-                _cuda_msm.precompute_bases(plan, up, self._bufs["h"].ptr, self._bufs["h_table"].ptr)
+                table = self._bufs["h_table"].ptr
+                _cuda_msm.precompute_bases(plan, up, table, table)
             _warm_tables(device, lg, up)
             up.synchronize()
         except BaseException:
