@@ -468,8 +468,9 @@ def _parser():
                    help="how the workers share the CPU threads: split (threads / workers each) "
                         "and/or shared (all threads each), e.g. split,shared (default split)")
     e.add_argument("--stage-options", default=None, metavar="K=V[,K=V...]",
-                   help="CUDA stage options of every worker: precompute=K (copies of the H "
-                        "bases), h_window=C (the H MSM's window), b_g2=gpu|cpu")
+                   help="CUDA stage options of every worker: precompute=K|auto (copies of the H "
+                        "bases; default auto: measured best per size), h_window=C (the H MSM's "
+                        "window), b_g2=gpu|cpu")
     e.add_argument("--single", type=int, default=None, metavar="N",
                    help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
                         "worker, no engine), CUDA: with and without the early H overlap")

@@ -299,3 +299,59 @@ def test_early_path_full_budget_falls_back(fake, monkeypatch, circuit):
         key.release()
         ctx.close()
     assert proof == cpu_proof(pk, asg, 7, 8)
+
+
+# --------------------------------------------------------------------------- precompute "auto"
+
+class _Free:
+    def __init__(self, free):
+        self.free = free
+
+
+@pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (4, None)), (20, (4, None)),
+                                     (24, (4, None)), (25, (2, None)), (26, (2, None)), (27, (2, 20))])
+def test_auto_h_msm_by_size(lg, want):
+    """The measured choice per domain (cuzk/_stages/_cuda.py _AUTO_H) when the budget has room."""
+    from cuzk._stages._cuda import auto_h_msm
+    dev = SimpleNamespace(sm_count=132)
+    n = 1 << lg
+    assert auto_h_msm(n, n - 1, dev, None, 0) == want
+    assert auto_h_msm(n, n - 1, dev, _Free(1 << 50), 1 << 30) == want
+
+
+def test_auto_h_msm_fits_the_budget():
+    """Copies are dropped (4 → 2 → 1) until two partitions still fit beside the key; an explicit
+    window is kept; without copies the table's window (20 at 2^27) gives way to the cost model."""
+    from cuzk._stages._cuda import auto_h_msm
+    dev = SimpleNamespace(sm_count=132)
+    n = 1 << 24
+    H = (n - 1) * 96                        # bytes of one copy of the H bases
+    part = 4 * n * 32                       # a partition's a, b, c and H output (plus scratch)
+    base = 10 << 30
+    roomy = base + 3 * H + 2 * part + (4 << 30)
+    assert auto_h_msm(n, n - 1, dev, _Free(roomy), base) == (4, None)
+    k, _ = auto_h_msm(n, n - 1, dev, _Free(base + 2 * H + 2 * part + (4 << 30)), base)
+    assert k == 2
+    assert auto_h_msm(n, n - 1, dev, _Free(base + part), base) == (1, None)
+    assert auto_h_msm(n, n - 1, dev, _Free(base + part), base, c=18) == (1, 18)
+    n27 = 1 << 27
+    assert auto_h_msm(n27, n27 - 1, dev, _Free(0), 0) == (1, None)
+    assert auto_h_msm(n27, n27 - 1, dev, None, 0, c=16) == (2, 16)
+
+
+def test_cuda_stages_precompute_default_is_auto(fake, monkeypatch, circuit):
+    """CudaStages() defaults to precompute "auto"; a small key (2^7) gets no copies, an explicit
+    k still does, and bad values are refused."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, _ = circuit
+    st = CudaStages(threads=2)
+    assert st.precompute == "auto"
+    key = st.load_key(pk)
+    try:
+        assert key.h_plan_args["k"] == 1 and key.precompute_bytes == 0
+    finally:
+        key.release()
+    assert CudaStages(threads=2, precompute="2").precompute == 2
+    with pytest.raises(ValueError):
+        CudaStages(threads=2, precompute=0)

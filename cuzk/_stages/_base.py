@@ -25,7 +25,7 @@ from .._constants import FR_MODULUS as R_MODULUS
 from .._errors import ProofVerificationError
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
-           "random_scalar", "check_randomizers", "timed"]
+           "random_scalar", "check_randomizers", "timed", "precompute_arg"]
 
 # Stage names, in the order a partition's timings list them.
 STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
@@ -39,6 +39,19 @@ def timed(timings, name, fn, *args):
         return fn(*args)
     finally:
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+def precompute_arg(v):
+    """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""
+    if str(v).strip().lower() == "auto":
+        return "auto"
+    k = int(v)
+    if k < 1:
+        raise ValueError(f"precompute must be 'auto' or >= 1, got {k}")
+    return k
+
+
+precompute_arg.__name__ = "int or auto"      # parse_stage_options' message: "... is not int or auto"
 
 
 def random_scalar() -> int:

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._cuda_pending import XYZZ_WORDS, ReadyPoint
 from .._errors import BudgetError
-from ._base import Partition, StageContext, check_randomizers
+from ._base import Partition, StageContext, check_randomizers, precompute_arg
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -238,6 +238,11 @@ class ResidentKey:
         # the H MSM (the partition's largest, over uniform scalars) may read `precompute` shifted
         # copies of the H bases (``_cuda_msm.precompute_bases``): fewer windows per MSM
         nh = pk.h.shape[0]
+        if precompute == "auto":
+            base = sum(sizes.values()) + tables
+            precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c)
+            log.info("resident key 2^%d: H MSM with %d precomputed copies, window %s (precompute "
+                     "'auto')", lg, precompute, c if c is not None else "by the cost model")
         self.h_plan_args = {"k": 1, "c": c}
         pre = 0
         if precompute > 1 and nh:
@@ -434,9 +439,12 @@ class CudaStages(CpuStages):
         Where the B_G2 query (batch addition + tail MSM over G2) runs.  "auto" picks the GPU on
         hosts with fewer than 64 CPU cores (an H200 host has 16: the GPU is faster there) and says
         so once in the log.
-    precompute : int
+    precompute : int or "auto"
         Shifted copies of the H bases kept beside the resident key (1: none; k: the H MSM
-        processes ceil(W/k) windows; k·|H|·96 bytes, reserved from the budget).
+        processes ceil(W/k) windows; (k − 1)·|H|·96 bytes beyond the key, reserved from the
+        budget).  "auto" (default): the measured best k and window for the key's domain
+        (``auto_h_msm``: 4 up to 2^25, 2 above, none below 2^16), fewer copies when the budget
+        would not keep room for two partitions in flight.
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
     early_h : bool
@@ -448,10 +456,10 @@ class CudaStages(CpuStages):
 
     name = "cuda"
 
-    def __init__(self, threads=None, device=None, b_g2="auto", precompute=1, h_window=None,
+    def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True):
         super().__init__(threads)
-        self.precompute, self.h_window = int(precompute), h_window
+        self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
         d = _driver()
         self.device = d.Device.get(device or 0)
@@ -881,6 +889,35 @@ class CudaStages(CpuStages):
             f"the {self.device_label} backend computed a wrong result: the same inputs and "
             f"randomizers verify on the CPU backend (CPU proof {cpu[:8].hex()}…); not returned",
             cause="backend", backend=self.name)
+
+
+# The H MSM's precompute k and window c by domain size when ``precompute="auto"``, from the H200
+# (bench/RESULTS.md, G1 uniform, medians, ms): 2^20/2^22/2^24 best at k = 4, c = 16 (11.2 / 34.5 /
+# 126.9 against 13.9 / 41.4 / 137.1 at k = 1); 2^26 best k = 2, c = 16 (505.7; c = 20: 522.0);
+# 2^27 best k = 2, c = 20 (977.7; c = 16: 1000.9, k = 1: 1039.7); k = 4 at 2^26+ not timed (48 GiB
+# at 2^27).  Below 2^16 no copies (the H MSM takes ~1 ms there).
+_AUTO_H = ((1 << 16, 1, None), (1 << 25, 4, None), (1 << 27, 2, None), (1 << 64, 2, 20))
+
+
+def auto_h_msm(domain, nh, device, budget, base_bytes, c=None):
+    """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
+    (``_AUTO_H``; an explicit ``c`` wins), with k lowered (4 → 2 → 1) until the key's
+    ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two partitions of
+    this domain in flight (a, b, c, H's output and the H MSM's scratch each)."""
+    from .. import _cuda_msm
+    for limit, k, cw in _AUTO_H:
+        if domain < limit:
+            break
+    free = None if budget is None else budget.free
+    while k > 1 and nh:
+        plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
+        extra = plan.precompute_bytes - nh * 96
+        per_part = 4 * domain * _FR + plan.scratch_bytes
+        if free is None or base_bytes + extra + 2 * per_part <= free:
+            break
+        k //= 2
+    # the table's window belongs to its k: without copies the cost model's is the measured best
+    return k, (c if c is not None else (cw if k > 1 else None))
 
 
 def _group_of(name):
