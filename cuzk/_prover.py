@@ -52,7 +52,7 @@ class _Session:
         self.st = stages if stages is not None else stages_for(backend, threads, device)
         self.ctx = self.st.context(threads=threads)
         try:
-            self.key = self.st.load_key(pk)
+            self.key = self.st.load_key(pk, lasting=False)    # one call's key: no one-time builds
         except BaseException:
             self.ctx.close()
             raise

@@ -355,3 +355,31 @@ def test_cuda_stages_precompute_default_is_auto(fake, monkeypatch, circuit):
     assert CudaStages(threads=2, precompute="2").precompute == 2
     with pytest.raises(ValueError):
         CudaStages(threads=2, precompute=0)
+
+
+def test_precompute_auto_only_for_lasting_keys(fake, monkeypatch, circuit):
+    """precompute "auto" builds copies for a key that serves many partitions (the engine's
+    load_key) and none for cuzk.prove's one-call key (their build takes ~140 partitions to repay
+    at 2^27); an explicit k is honoured either way.  (The size table is patched so that the 2^7
+    test key qualifies.)"""
+    import cuzk._stages._cuda as sc
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "_AUTO_H", ((1 << 4, 1, None), (1 << 64, 2, None)))
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    seen = []
+    real = sc.ResidentKey.__init__
+
+    def init(self, *a, **kw):
+        real(self, *a, **kw)
+        seen.append(self.h_plan_args["k"])
+    monkeypatch.setattr(sc.ResidentKey, "__init__", init)
+    for lasting, want in ((True, 2), (False, 1)):
+        st.load_key(pk, lasting=lasting).release()
+        assert seen[-1] == want, lasting
+    assert prove(pk, asg, 1, 2, stages=st) == cpu_proof(pk, asg, 1, 2) and seen[-1] == 1
+    st2 = CudaStages(threads=2, b_g2="gpu", precompute=3)
+    st2.load_key(pk, lasting=False).release()
+    assert seen[-1] == 3

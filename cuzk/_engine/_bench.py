@@ -216,7 +216,7 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
     ctx = st.context(threads=threads)
     rows = []
     try:
-        key = st.load_key(pk)
+        key = st.load_key(pk, lasting=False)        # as cuzk.prove loads it
         try:
             for early in ((True, False) if hasattr(st, "early_h") else (None,)):
                 if early is not None:

@@ -163,7 +163,11 @@ class Stages:
     def context(self, budget=None, threads=None, name="w0") -> StageContext:
         return StageContext(self, budget, self.threads if threads is None else threads, name)
 
-    def load_key(self, pk, budget=None, progress=None):
+    def load_key(self, pk, budget=None, progress=None, lasting=True):
+        """The backend's resident form of ``pk`` (shared by the device's workers).  ``lasting``:
+        the key will serve many partitions (the engine), so one-time costs that make each
+        partition faster pay (CUDA: precomputed copies of the H bases under ``precompute="auto"``);
+        ``cuzk.prove`` loads with False."""
         raise NotImplementedError
 
     # ---- the calls ----------------------------------------------------------------------
