@@ -3,6 +3,7 @@
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
+# Next session's first call (~380 s): ENG27_MODES=narrow,two-lock ENG27_OPTS="--single 2" ... eng27, then tests.
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
