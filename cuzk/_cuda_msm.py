@@ -342,9 +342,11 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
                        ("I", int(flat))], shmem=8 * T)
 
 
-def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont):
+def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     """Enqueue the counting sort of the (bucket, ±point) entries: ptr["off_a"] = the bucket offsets,
-    ptr["entries"] sorted by bucket, ptr["counts"] back to 0."""
+    ptr["entries"] sorted by bucket, ptr["counts"] back to 0.  ``mark(name)`` after each of its
+    three steps (count, scan, scatter: CUZK_MSM_PROFILE's breakdown)."""
+    mark = mark or (lambda name: None)
     d = _driver()
     n, c, W, Wk, nb = plan.n, plan.c, plan.W, plan.Wk, plan.nb
     d.memset_d32(ptr["counts"], 0, nb, s)
@@ -352,11 +354,14 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont):
     st.fn("cuzk_msm_count").launch(
         s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
                              ("I", Wk), ("I", mont)])
+    mark("count")
     _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
+    mark("scan")
     st.fn("cuzk_msm_scatter").launch(
         s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
                              ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
                              ("I", c), ("I", W), ("I", Wk), ("I", mont)])
+    mark("scatter")
 
 
 def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
@@ -422,8 +427,7 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             buf[name] = pool.alloc(_align(nbytes), s)
         ptr = {name: b.ptr for name, b in buf.items()}
         mark("start")
-        _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont)
-        mark("sort")
+        _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark)
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]
         bound = dict(plan.buffers)["sums_a"] // (rows * 8)
