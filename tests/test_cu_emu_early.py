@@ -219,8 +219,8 @@ def test_streamed_key_takes_the_normal_path(fake, monkeypatch, circuit):
     st = CudaStages(threads=2, b_g2="gpu")
     keys = []
 
-    def load_host(pk, budget=None, progress=None, where="auto"):
-        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host"))
+    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
+        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
         return keys[-1]
     monkeypatch.setattr(st, "load_key", load_host)
     t = {}
