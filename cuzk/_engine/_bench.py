@@ -144,6 +144,14 @@ def _circuit(log_n, seed, cache, threads, quiet, circuit):
     return pk, asg, public
 
 
+def _randomizers(log_n, seed, count):
+    """The bench's fixed (r, s) per partition: the same for every configuration and for the
+    ``--single`` rows, so their proof bytes can be compared."""
+    from .._stages import R_MODULUS
+    rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
+    return [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(count)]
+
+
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
                  threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
                  shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None):
@@ -160,9 +168,7 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
         thread share is benched.
     """
     pk, asg, public = _circuit(log_n, seed, cache, threads, quiet, circuit)
-    rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
-    from .._stages import R_MODULUS
-    rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(partitions)]
+    rs = _randomizers(log_n, seed, partitions)
     jobs = job_plan(partitions, priority_mix)
     shares = list(shares)
     rows = []
@@ -208,10 +214,9 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
         ``sha256`` (equal across the paths: same randomizers).
     """
     from statistics import median
-    from .._stages import R_MODULUS, stages_for
+    from .._stages import stages_for
     pk, asg, _ = _circuit(log_n, seed, cache, threads, quiet, circuit)
-    rnd = random.Random(f"cuzk engine bench {log_n} {seed}")
-    rs = [(rnd.randrange(R_MODULUS), rnd.randrange(R_MODULUS)) for _ in range(max(1, runs))]
+    rs = _randomizers(log_n, seed, max(1, runs))
     st = stages_for(backend, threads, **(stage_options or {}))
     ctx = st.context(threads=threads)
     rows = []

@@ -913,7 +913,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None):
     free = None if budget is None else budget.free
     while k > 1 and nh:
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
-        extra = plan.precompute_bytes - nh * 96
+        extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
         per_part = 4 * domain * _FR + plan.scratch_bytes
         if free is None or base_bytes + extra + 2 * per_part <= free:
             break
