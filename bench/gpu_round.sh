@@ -3,7 +3,7 @@
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
-# Next session's first call (~380 s): ENG27_MODES=narrow,two-lock ENG27_OPTS="--single 2" ... eng27, then tests.
+# Session 7: tests msmprof msmprof27 / eng27 (narrow,two-lock, --single 2) / ...
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -30,6 +30,8 @@ for step in "${@:-all}"; do
     msmsweep) timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c auto,16,18 --k 1,2,4 --no-check --runs 3 --json "$OUT/msmsweep.json" 2>&1 | tee "$OUT/msmsweep.log" | tail -25 ;;
     msmprof) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --no-check --runs 2 2>&1 | tee "$OUT/msmprof.log" | grep -v "^ *$" | tail -45 ;;
+    msmprof27) CUZK_MSM_PROFILE=1 timeout 260 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform,bits90 --c 16,20,22 --k 2 \
+                --no-check --runs 2 --json "$OUT/msmprof27.json" 2>&1 | tee "$OUT/msmprof27.log" | grep -v "^ *$" | tail -45 ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;
