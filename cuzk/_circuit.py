@@ -12,12 +12,13 @@ COMPLETE system, those rows included (:meth:`R1CS.with_input_rows` appends them)
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 
 from ._assignment import Assignment, Density, R_MOD, fr_ints_to_mont
 
-__all__ = ["CSR", "R1CS", "porep_like", "porep_like_sizes"]
+__all__ = ["CSR", "R1CS", "POREP_LIKE_VERSION", "porep_like", "porep_like_sizes"]
 
 _ONE = fr_ints_to_mont([1])[0]
 
@@ -221,7 +222,19 @@ _C_EXTRA = ([0, 1, 2, 3], [0.3, 0.3, 0.3, 0.1])   # + 1 pivot: 2.2 per row
 _MAX_INPUTS = 328
 
 _R_LIMBS = [(R_MOD >> (64 * i)) & (2**64 - 1) for i in range(4)]
-_POW2 = fr_ints_to_mont([1 << j for j in range(1, 64)])  # Montgomery 2^1 .. 2^63
+# Montgomery 1, 2^1 .. 2^63: a coefficient's "code" indexes this table
+_COEF_TABLE = np.concatenate([_ONE[None], fr_ints_to_mont([1 << j for j in range(1, 64)])])
+
+#: Version of porep_like's construction and random stream; anything cached by ``(log_n, seed)``
+#: keys on it (and on NumPy's feature version), so a circuit from another version is never
+#: picked up.  2: parallel chunks (``_SEL_CHUNK``) with their own generators.
+POREP_LIKE_VERSION = 2
+# Aux variables and circuit rows are cut into chunks of _SEL_CHUNK (the last takes the
+# remainder: _SEL_CHUNK .. 2·_SEL_CHUNK − 1) for the variable sets, and into blocks of
+# _FILL_BLOCK rows for the columns and coefficients; each chunk and block draws from its own
+# generator, so the circuit depends on these constants, never on the thread count.
+_SEL_CHUNK = 1 << 20
+_FILL_BLOCK = 1 << 17
 
 
 def porep_like_sizes(log_n: int):
@@ -239,28 +252,63 @@ def porep_like_sizes(log_n: int):
     return k, m_total - k, m_total
 
 
+def _u32_threshold(p: float) -> np.uint64:
+    return np.uint64(int(round(p * 2**32)))
+
+
 def _random_fr(rng, count) -> np.ndarray:
     """Uniform-ish random Fr elements (as Montgomery representations, all < r)."""
-    v = rng.integers(0, 2**64, size=(count, 4), dtype=np.uint64, endpoint=False)
+    v = rng.bit_generator.random_raw(4 * count).reshape(count, 4)
     v[:, 3] %= np.uint64(_R_LIMBS[3])  # top limb below r's: value < r
     return v
 
 
-def _coeffs(rng, count, p_one, p_pow2) -> np.ndarray:
-    """Coefficients: 1 (p_one), a power of two 2^1..2^63 (p_pow2), else a full element."""
-    out = _random_fr(rng, count)
-    u = rng.random(count)
-    one = u < p_one
-    pw = (~one) & (u < p_one + p_pow2)
-    out[one] = _ONE
-    out[pw] = _POW2[rng.integers(0, 63, size=int(pw.sum()))]
-    return out
+def _coeffs_into(rng, out, p_one, p_pow2):
+    """Fill ``out`` (count, 4) with coefficients: 1 (p_one), a power of two 2^1..2^63
+    (p_pow2), else a full element.  One raw draw per coefficient picks both its kind (high
+    32 bits) and its power (low 32 bits)."""
+    count = out.shape[0]
+    raw = rng.bit_generator.random_raw(count)
+    kind = raw >> np.uint64(32)
+    code = (((raw & np.uint64(0xFFFFFFFF)) * np.uint64(63)) >> np.uint64(32)) + np.uint64(1)
+    code[kind < _u32_threshold(p_one)] = 0
+    np.take(_COEF_TABLE, code.view(np.intp), axis=0, out=out, mode="wrap")  # unbuffered
+    full = np.flatnonzero(kind >= _u32_threshold(p_one + p_pow2))
+    out[full] = _random_fr(rng, full.shape[0])
 
 
-def _row_counts_to_indptr(counts) -> np.ndarray:
-    indptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    return indptr
+def _categorical(rng, count, spec) -> np.ndarray:
+    """``count`` draws from ``spec = (values, probabilities)`` (values 0, 1, 2, ...), int64."""
+    cdf = np.cumsum(spec[1])[:-1]
+    return np.searchsorted(cdf, rng.random(count), side="right").astype(np.int64)
+
+
+def _quota(lo, hi, p) -> int:
+    """Items of ``[lo, hi)``'s share when a fraction p of ``[0, n)`` is picked chunk by chunk."""
+    return int(round(hi * p)) - int(round(lo * p))
+
+
+def _chunks(n):
+    """``[(lo, hi), ...]``: [0, n) cut at multiples of _SEL_CHUNK, the remainder in the last."""
+    cuts = list(range(0, max(1, n // _SEL_CHUNK) * _SEL_CHUNK, _SEL_CHUNK)) + [n]
+    cuts[0] = 0
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _run_chunks(fn, n_chunks, threads):
+    """``[fn(0), ..., fn(n_chunks − 1)]`` on up to ``threads`` Python threads (None = all
+    cores; NumPy's generator fills, ufuncs and indexing release the GIL).  The last item (the
+    largest chunk) starts first."""
+    from ._args import threads_arg
+    t = min(threads_arg(threads) or (os.cpu_count() or 1), n_chunks)
+    order = range(n_chunks - 1, -1, -1)
+    if t <= 1:
+        out = {c: fn(c) for c in order}
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=t) as ex:
+            out = dict(zip(order, ex.map(fn, order)))
+    return [out[c] for c in range(n_chunks)]
 
 
 def porep_like(log_n: int, seed: int = 0,
@@ -276,78 +324,151 @@ def porep_like(log_n: int, seed: int = 0,
     small powers of two (20 %) or full elements (20 %), except each C row's first entry,
     which is solved for so the row holds (its variable has value 1).
 
-    Deterministic in ``(log_n, seed)`` for a given NumPy version (NumPy may change a
-    ``Generator`` method's stream between feature releases; anything cached by seed should
-    also key on ``numpy.__version__``).  Vectorized NumPy plus native sparse products, so
-    2^20 takes seconds.
+    Rows and aux variables go in chunks of 2^20 (the last takes the remainder): a chunk's
+    A-excluded and B variables (exact shares of the totals) are placed in its own rows, its
+    A leading entries are a random permutation of its A variables (plus repeats); the A extras,
+    C entries and C pivots are drawn from all variables.  Each chunk has its own generator
+    (``SeedSequence([seed, log_n], spawn_key=(stream, chunk))``), so the result is the same
+    for any ``threads``.
+
+    Deterministic in ``(log_n, seed)`` for a given :data:`POREP_LIKE_VERSION` and NumPy
+    version (NumPy may change a ``Generator`` method's stream between feature releases;
+    anything cached by seed keys on both).  Chunks run on ``threads`` Python threads (None =
+    all cores), the sparse products natively.
 
     Returns ``(r1cs, inputs, aux)`` with Montgomery (n, 4) arrays, ``inputs[0] = 1``.
     """
     k, n_aux, m_total = porep_like_sizes(log_n)
-    m_c = m_total - k
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), int(log_n)])))
+    m_c = m_total - k                     # circuit rows; == n_aux, so one chunking serves both
+    assert _SEL_CHUNK % _FILL_BLOCK == 0, "fill blocks must nest in chunks"
+    seed, log_n = int(seed), int(log_n)
+    chunks = _chunks(m_c)
 
-    # ---- witness
-    u = rng.random(n_aux)
-    aux = _random_fr(rng, n_aux)
-    aux[u < _P_ZERO] = 0
-    ones = (u >= _P_ZERO) & (u < _P_ZERO + _P_ONE)
-    ones[0] = True                      # at least one 1-valued variable for the C pivots
-    aux[ones] = _ONE
-    inputs = _random_fr(rng, k)
+    def gen(stream, c):
+        ss = np.random.SeedSequence([seed, log_n], spawn_key=(stream, c))
+        return np.random.Generator(np.random.PCG64(ss))
+
+    p_excl = 1 - _A_AUX_DENSITY
+    n_excl = _quota(0, n_aux, p_excl)
+    n_a = n_aux - n_excl
+    kk = np.uint32(k)
+
+    z = np.zeros((k + n_aux, 4), np.uint64)   # [inputs, aux]: returned as two views
+    inputs, aux = z[:k], z[k:]
+    a_set = np.empty(n_a, np.uint32)       # aux variables in A (column indices), ascending
+    lead = np.empty(m_c, np.uint32)        # A's leading column per circuit row
+    b_cols = np.zeros(m_c, np.uint32)      # B's one column per circuit row (0: the constant 1)
+    c_ex = np.zeros(m_c, np.uint32)        # an A-excluded variable appended to this C row, or 0
+    a_cnt = np.empty(m_c, np.int64)
+    c_cnt = np.empty(m_c, np.int64)
+    t_zero, t_one = _u32_threshold(_P_ZERO), _u32_threshold(_P_ZERO + _P_ONE)
+
+    # ---- pass 1, per chunk: witness, variable sets, A leads, B columns, row counts
+    def select(c):
+        lo, hi = chunks[c]
+        n = hi - lo
+        rng = gen(1, c)
+        kind = rng.bit_generator.random_raw(n) >> np.uint64(32)
+        if c == 0:
+            kind[0] = t_zero              # at least one 1-valued variable for the C pivots
+        ones = np.flatnonzero((kind >= t_zero) & (kind < t_one))
+        full = np.flatnonzero(kind >= t_one)
+        w = aux[lo:hi]
+        w[ones] = _ONE
+        w[full] = _random_fr(rng, full.shape[0])
+        one_vars = ones.astype(np.uint32) + np.uint32(k + lo)
+
+        e = _quota(lo, hi, p_excl)
+        excl = rng.choice(n, size=e, replace=False)
+        in_a = np.ones(n, bool)
+        in_a[excl] = False
+        mine = np.flatnonzero(in_a).astype(np.uint32) + np.uint32(k + lo)
+        a0 = lo - _quota(0, lo, p_excl)
+        a_set[a0:a0 + mine.shape[0]] = mine
+        lead[lo:hi] = rng.permutation(
+            np.concatenate([mine, mine[rng.integers(0, mine.shape[0], size=e)]]))
+
+        nb = _quota(lo, hi, _B_AUX_DENSITY)
+        b_vars = rng.choice(n, size=nb, replace=False)
+        b_rows = rng.choice(n, size=nb, replace=False)
+        b_cols[lo + b_rows] = b_vars.astype(np.uint32) + np.uint32(k + lo)
+
+        ex_rows = rng.choice(n, size=e, replace=False)
+        c_ex[lo + ex_rows] = excl.astype(np.uint32) + np.uint32(k + lo)
+        a_cnt[lo:hi] = 1 + _categorical(rng, n, _A_EXTRA)
+        c_cnt[lo:hi] = 1 + _categorical(rng, n, _C_EXTRA) + (c_ex[lo:hi] != 0)
+        starts = np.arange(0, n, _FILL_BLOCK)
+        return (one_vars, np.add.reduceat(a_cnt[lo:hi], starts),
+                np.add.reduceat(c_cnt[lo:hi], starts))
+
+    res = _run_chunks(select, len(chunks), threads)
+    one_vars = np.concatenate([r[0] for r in res])
+    a_off = np.concatenate([[0]] + [r[1] for r in res]).cumsum()   # per fill block
+    c_off = np.concatenate([[0]] + [r[2] for r in res]).cumsum()
+    n_blocks = a_off.shape[0] - 1
+    nnz_a, nnz_c = int(a_off[-1]), int(c_off[-1])
+
+    inputs[:] = _random_fr(gen(0, 0), k)
     inputs[0] = _ONE
-    z = np.concatenate([inputs, aux])
-    one_vars = np.flatnonzero(ones).astype(np.uint32) + np.uint32(k)
+    # about half of the other inputs once each in B, in free rows of the first chunk
+    rng0 = gen(0, 1)
+    in_b = np.flatnonzero(rng0.random(k - 1) < 0.5).astype(np.uint32) + np.uint32(1)
+    free = np.flatnonzero(b_cols[:chunks[0][1]] == 0)
+    in_b = in_b[:free.shape[0]]
+    b_cols[free[rng0.choice(free.shape[0], size=in_b.shape[0], replace=False)]] = in_b
 
-    # ---- variable sets
-    perm = rng.permutation(n_aux)
-    n_excl = min(n_aux - 1, int(round((1 - _A_AUX_DENSITY) * n_aux)))
-    excluded = perm[:n_excl]              # aux variables absent from A
-    a_set = perm[n_excl:].astype(np.uint32) + np.uint32(k)
-    n_b = max(1, int(round(_B_AUX_DENSITY * n_aux)))
-    b_set = rng.choice(n_aux, size=n_b, replace=False).astype(np.uint32) + np.uint32(k)
+    a_indptr = np.empty(m_total + 1, np.int64)
+    a_cols = np.empty(nnz_a + k, np.uint32)
+    a_vals = np.empty((nnz_a + k, 4), np.uint64)
+    b_vals = np.empty((m_c, 4), np.uint64)
+    c_indptr = np.empty(m_total + 1, np.int64)
+    c_cols = np.empty(nnz_c, np.uint32)
+    c_vals = np.empty((nnz_c, 4), np.uint64)
+    a_indptr[0] = c_indptr[0] = 0
 
-    # ---- A: a leading entry that covers the A set, then extras from the A set (2 % inputs)
-    extra = rng.choice(_A_EXTRA[0], size=m_c, p=_A_EXTRA[1])
-    counts = np.concatenate([1 + extra, np.ones(k, np.int64)])
-    indptr = _row_counts_to_indptr(counts)
-    nnz = int(indptr[-1])
-    cols = a_set[rng.integers(0, a_set.shape[0], size=nnz)]
-    to_input = rng.random(nnz) < 0.02
-    cols[to_input] = rng.integers(0, k, size=int(to_input.sum()), dtype=np.uint32)
-    lead = np.concatenate([a_set, a_set[rng.integers(0, a_set.shape[0], size=m_c - a_set.shape[0])]])
-    cols[indptr[:m_c]] = rng.permutation(lead)
-    cols[indptr[m_c:-1]] = np.arange(k, dtype=np.uint32)      # input rows: A = input_i
-    vals = _coeffs(rng, nnz, 0.6, 0.2)
-    vals[indptr[m_c:-1]] = _ONE
-    A = CSR(indptr, cols, vals)
+    # ---- pass 2, per block of rows: indptr, columns and coefficients
+    def fill(j):
+        lo, hi = j * _FILL_BLOCK, min(m_c, (j + 1) * _FILL_BLOCK)
+        rng = gen(2, j)
+        ipa = np.empty(hi - lo + 1, np.int64)     # this block's indptr (row lo's start is
+        ipc = np.empty(hi - lo + 1, np.int64)     # also the previous block's end: not shared)
+        ipa[0], ipc[0] = a_off[j], c_off[j]
+        np.cumsum(a_cnt[lo:hi], out=ipa[1:])
+        np.cumsum(c_cnt[lo:hi], out=ipc[1:])
+        ipa[1:] += ipa[0]
+        ipc[1:] += ipc[0]
+        a_indptr[lo + 1:hi + 1] = ipa[1:]
+        c_indptr[lo + 1:hi + 1] = ipc[1:]
+        # A: extras from the A set (2 % inputs), then the leading entries
+        e0, e1 = int(ipa[0]), int(ipa[-1])
+        cols = a_set[rng.integers(0, n_a, size=e1 - e0)]
+        to_input = np.flatnonzero(rng.random(e1 - e0) < 0.02)
+        cols[to_input] = rng.integers(0, k, size=to_input.shape[0], dtype=np.uint32)
+        cols[ipa[:-1] - e0] = lead[lo:hi]
+        a_cols[e0:e1] = cols
+        _coeffs_into(rng, a_vals[e0:e1], 0.6, 0.2)
+        # B
+        _coeffs_into(rng, b_vals[lo:hi], 0.8, 0.1)
+        # C: a pivot (a 1-valued variable), extras from all aux, the excluded one last
+        e0, e1 = int(ipc[0]), int(ipc[-1])
+        cols = rng.integers(0, n_aux, size=e1 - e0, dtype=np.uint32) + kk
+        ex = np.flatnonzero(c_ex[lo:hi])
+        cols[ipc[1:][ex] - 1 - e0] = c_ex[lo:hi][ex]
+        cols[ipc[:-1] - e0] = one_vars[rng.integers(0, one_vars.shape[0], size=hi - lo)]
+        c_cols[e0:e1] = cols
+        _coeffs_into(rng, c_vals[e0:e1], 0.6, 0.2)
 
-    # ---- B: one entry per circuit row: each B-set variable once, else the constant 1,
-    # and about half of the other inputs once each
-    counts = np.concatenate([np.ones(m_c, np.int64), np.zeros(k, np.int64)])
-    indptr = _row_counts_to_indptr(counts)
-    rows = rng.permutation(m_c)
-    cols = np.zeros(m_c, dtype=np.uint32)
-    cols[rows[:n_b]] = b_set
-    in_b = np.flatnonzero(rng.random(k - 1) < 0.5).astype(np.uint32) + np.uint32(1)
-    in_b = in_b[: max(0, m_c - n_b)]
-    cols[rows[n_b:n_b + in_b.shape[0]]] = in_b
-    vals = _coeffs(rng, m_c, 0.8, 0.1)
-    B = CSR(indptr, cols, vals)
+    _run_chunks(fill, n_blocks, threads)
 
-    # ---- C: a pivot (a 1-valued aux variable) and extras; each A-excluded variable is
-    # appended to one row so every variable is constrained
-    extra = rng.choice(_C_EXTRA[0], size=m_c, p=_C_EXTRA[1])
-    ex_rows = rng.choice(m_c, size=n_excl, replace=False) if n_excl else np.zeros(0, np.int64)
-    extra[ex_rows] += 1
-    counts = np.concatenate([1 + extra, np.zeros(k, np.int64)])
-    indptr = _row_counts_to_indptr(counts)
-    nnz = int(indptr[-1])
-    cols = (rng.integers(0, n_aux, size=nnz) + k).astype(np.uint32)
-    cols[indptr[ex_rows + 1] - 1] = excluded.astype(np.uint32) + np.uint32(k)
-    cols[indptr[:m_c]] = one_vars[rng.integers(0, one_vars.shape[0], size=m_c)]
-    vals = _coeffs(rng, nnz, 0.6, 0.2)
-    C = CSR(indptr, cols, vals)
+    # the input rows: A = input_i, B = C = 0
+    a_indptr[m_c + 1:] = nnz_a + np.arange(1, k + 1, dtype=np.int64)
+    a_cols[nnz_a:] = np.arange(k, dtype=np.uint32)
+    a_vals[nnz_a:] = _ONE
+    c_indptr[m_c + 1:] = nnz_c
+    b_indptr = np.concatenate([np.arange(m_c + 1, dtype=np.int64), np.full(k, m_c, np.int64)])
+    A = CSR(a_indptr, a_cols, a_vals)
+    B = CSR(b_indptr, b_cols, b_vals)
+    C = CSR(c_indptr, c_cols, c_vals)
 
     nat = _r1cs_native()
     a = nat.spmv(A.indptr, A.cols, A.vals, z, threads=threads)

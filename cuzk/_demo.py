@@ -2,9 +2,11 @@
 
 * :func:`keygen_to_dir` writes a PoRep-like circuit's parameters (bellperson ``.params`` and
   ``.vk``), its assignment (``.npz``) and its public inputs (``public.json``) to a directory.
-* :func:`ensure_circuit` keeps such directories in a cache (``<cache>/<log_n>-<seed>``): an
-  entry is generated in a temporary directory beside it and renamed into place when complete,
-  so a partially written entry is never used; an entry that fails to load is regenerated.
+* :func:`ensure_circuit` keeps such directories in a cache (``<cache>/<entry_name(log_n, seed)>``:
+  size, seed, generator version and NumPy feature version, so another generator's entry is never
+  picked up); an entry is generated in a temporary directory beside it and renamed into place
+  when complete, so a partially written entry is never used; an entry that fails to load is
+  regenerated.
 * :func:`run_demo` proves and verifies one cached circuit and prints per-stage timings.
 * :func:`run_bench` repeats that over sizes and prints median per-stage timings.
 """
@@ -20,7 +22,7 @@ import tempfile
 import time
 
 __all__ = ["CIRCUITS", "DEMO_SEED", "generate_circuit", "keygen_to_dir", "default_cache_dir", "ensure_circuit",
-           "load_circuit", "bench_sizes", "format_table", "run_demo", "run_bench"]
+           "entry_name", "load_circuit", "bench_sizes", "format_table", "run_demo", "run_bench"]
 
 #: Circuit families ``keygen_to_dir`` knows.
 CIRCUITS = ("porep-like",)
@@ -166,12 +168,21 @@ def load_circuit(path, threads=None):
     return pk, asg, vk, public
 
 
+def entry_name(log_n, seed=DEMO_SEED):
+    """The cache entry's name: size, seed, and what the circuit for them depends on (the
+    generator's version and NumPy's feature version, see :func:`cuzk.porep_like`)."""
+    import numpy as np
+    from ._circuit import POREP_LIKE_VERSION
+    np_feature = ".".join(np.__version__.split(".")[:2])
+    return f"{log_n}-{seed}-g{POREP_LIKE_VERSION}-np{np_feature}"
+
+
 def ensure_circuit(log_n, seed=DEMO_SEED, cache=None, threads=None, circuit="porep-like",
                    quiet=False):
     """The cache directory of a generated circuit, generating it first when needed.
 
-    The entry ``<cache>/<log_n>-<seed>`` appears only complete: it is written into a temporary
-    directory in ``cache`` and renamed. An entry that exists but lacks a file is replaced.
+    The entry ``<cache>/<entry_name(log_n, seed)>`` appears only complete: it is written into a
+    temporary directory in ``cache`` and renamed. An entry that exists but lacks a file is replaced.
 
     Returns
     -------
@@ -180,7 +191,7 @@ def ensure_circuit(log_n, seed=DEMO_SEED, cache=None, threads=None, circuit="por
     if circuit != "porep-like":
         raise ValueError(f"unknown circuit {circuit!r}; known: {', '.join(CIRCUITS)}")
     root = os.path.abspath(os.path.expanduser(os.fspath(cache))) if cache else default_cache_dir()
-    entry = os.path.join(root, f"{log_n}-{seed}")
+    entry = os.path.join(root, entry_name(log_n, seed))
     if os.path.isdir(entry) and all(os.path.isfile(os.path.join(entry, f)) for f in _FILES):
         return entry, False
     os.makedirs(root, exist_ok=True)

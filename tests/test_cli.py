@@ -16,6 +16,7 @@ from helpers import find_snarkjs
 
 from cuzk import _snarkjs as sj
 from cuzk._cli import main
+from cuzk._demo import entry_name
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "snarkjs"
@@ -222,7 +223,7 @@ def test_demo_generates_once_then_uses_the_cache(capsys, tmp_path):
     assert rc == 0, out + err
     assert "verify: OK" in out and "backend: cpu" in out and "total" in out
     assert "generating" in err
-    entry = cache / f"{LOG_N}-0"
+    entry = cache / entry_name(LOG_N)
     assert sorted(p.name for p in entry.iterdir()) == sorted(
         ["circuit.params", "circuit.vk", "assignment.npz", "public.json"])
     assert [p.name for p in cache.iterdir()] == [entry.name]      # no temp dirs left
@@ -233,7 +234,7 @@ def test_demo_generates_once_then_uses_the_cache(capsys, tmp_path):
 def test_demo_never_uses_a_partial_or_broken_cache_entry(capsys, tmp_path):
     from cuzk import _demo
     cache = tmp_path / "cache"
-    entry = cache / f"{LOG_N}-0"
+    entry = cache / entry_name(LOG_N)
     entry.mkdir(parents=True)
     (entry / "circuit.params").write_bytes(b"partial")        # an interrupted writer
     (cache / f".tmp-{LOG_N}-0-zzz").mkdir()                      # a dead writer's temp dir
