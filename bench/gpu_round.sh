@@ -32,6 +32,12 @@ for step in "${@:-all}"; do
                 --no-check --runs 2 2>&1 | tee "$OUT/msmprof.log" | grep -v "^ *$" | tail -45 ;;
     msmprof27) CUZK_MSM_PROFILE=1 timeout 260 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform,bits90 --c 16,20,22 --k 2 \
                 --no-check --runs 2 --json "$OUT/msmprof27.json" 2>&1 | tee "$OUT/msmprof27.log" | grep -v "^ *$" | tail -45 ;;
+    scat27) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform,bits90 --c 20,22 --k 2 \
+                --balance bucket,flat --scatter-buckets 18,19,20,32 --no-check --runs 2 --json "$OUT/scat27.json" 2>&1 \
+                | tee "$OUT/scat27.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
+    scat24) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
+                --scatter-buckets 17,19,32 --runs 3 --json "$OUT/scat24.json" 2>&1 \
+                | tee "$OUT/scat24.log" | grep -v "^ *$" | grep -v "^msm " | tail -52 ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;

@@ -69,6 +69,8 @@ _ALIGN = 256               # pool allocations are rounded to this in scratch_byt
 _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
+# Buckets per scatter pass (msm::scatter): its writes stay in L2 when few buckets take them.
+_SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 19)))
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
 # and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
@@ -342,10 +344,18 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
                        ("I", int(flat))], shmem=8 * T)
 
 
+def scatter_passes(nb, per_pass=None):
+    """The bucket ranges [b_lo, b_hi) of the scatter passes, in order: consecutive ranges of
+    ``per_pass`` (None: ``_SCATTER_BUCKETS``, at least 1) buckets covering [0, nb)."""
+    step = max(1, int(_SCATTER_BUCKETS if per_pass is None else per_pass))
+    return [(lo, min(nb, lo + step)) for lo in range(0, nb, step)]
+
+
 def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     """Enqueue the counting sort of the (bucket, ±point) entries: ptr["off_a"] = the bucket offsets,
     ptr["entries"] sorted by bucket, ptr["counts"] back to 0.  ``mark(name)`` after each of its
-    three steps (count, scan, scatter: CUZK_MSM_PROFILE's breakdown)."""
+    three steps (count, scan, scatter: CUZK_MSM_PROFILE's breakdown).  The scatter runs in
+    ``scatter_passes(plan.nb)``, one launch each."""
     mark = mark or (lambda name: None)
     d = _driver()
     n, c, W, Wk, nb = plan.n, plan.c, plan.W, plan.Wk, plan.nb
@@ -357,10 +367,11 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     mark("count")
     _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
     mark("scan")
-    st.fn("cuzk_msm_scatter").launch(
-        s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
-                             ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
-                             ("I", c), ("I", W), ("I", Wk), ("I", mont)])
+    for b_lo, b_hi in scatter_passes(nb):
+        st.fn("cuzk_msm_scatter").launch(
+            s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
+                                 ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
+                                 ("I", c), ("I", W), ("I", Wk), ("I", mont), ("I", b_lo), ("I", b_hi)])
     mark("scatter")
 
 

@@ -155,6 +155,36 @@ def test_device_digits_reconstruct_scalars(fake, gpu_msm, c, k, form):
     assert ndig == [sum(1 for x in signed_digits(v, c) if x) for v in ints], "one entry per non-zero digit"
 
 
+@pytest.mark.parametrize("c,k,per_pass", [(2, 1, 1), (5, 1, 5), (8, 2, 37), (13, 1, 4096), (7, 2, 64)])
+def test_scatter_in_bucket_passes(fake, gpu_msm, monkeypatch, c, k, per_pass):
+    """The scatter run in several bucket-range passes (ranges that cut windows in the middle, one
+    bucket per pass) sorts exactly the reference's entries: bucket sizes, every digit once, the
+    scalars reconstructed, every count back to 0 (device_entries checks these)."""
+    monkeypatch.setattr(gpu_msm, "_SCATTER_BUCKETS", per_pass)
+    rnd = random.Random(c * 1000 + per_pass)
+    ints = [x % R for x in EDGE] + [rnd.randrange(R) for _ in range(10)]
+    n = len(ints)
+    plan, off, ent = device_entries(fake, gpu_msm, ints, c, "montgomery", k)
+    assert len(gpu_msm.scatter_passes(plan.nb)) == -(-plan.nb // per_pass) > 1
+    got = [0] * n
+    for b in range(plan.nb):
+        w1, j = divmod(b, plan.H)
+        for e in ent[int(off[b]): int(off[b + 1])]:
+            copy, i = divmod(int(e) & 0x7fffffff, n)
+            got[i] += (-1 if int(e) >> 31 else 1) * (j + 1) << ((copy * plan.Wk + w1) * c)
+    assert got == ints
+
+
+def test_scatter_passes_cover_the_buckets(gpu_msm):
+    """scatter_passes: consecutive, disjoint, in order, covering [0, nb), <= per_pass each."""
+    for nb in (1, 2, 7, 64, 1000, 1 << 20):
+        for per in (1, 3, 64, 1 << 19, 1 << 30):
+            ps = gpu_msm.scatter_passes(nb, per)
+            assert ps[0][0] == 0 and ps[-1][1] == nb
+            assert all(a[1] == b[0] for a, b in zip(ps, ps[1:]))
+            assert all(0 < hi - lo <= per for lo, hi in ps)
+
+
 def test_plan_invariants(gpu_msm):
     """Window/segment planning against its contracts, for many sizes (no tuning constants)."""
     M = gpu_msm

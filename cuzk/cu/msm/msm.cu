@@ -14,9 +14,10 @@ extern "C" __global__ void cuzk_msm_count(uint32_t* counts, const uint32_t* scal
 
 extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts, const uint64_t* off,
                                             const uint32_t* scalars, const uint32_t* idx, uint32_t n,
-                                            uint32_t N, uint32_t c, uint32_t W, uint32_t Wk, uint32_t mont)
+                                            uint32_t N, uint32_t c, uint32_t W, uint32_t Wk, uint32_t mont,
+                                            uint32_t b_lo, uint32_t b_hi)
 {
-    msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont);
+    msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont, b_lo, b_hi);
 }
 
 // Prefix sums over the buckets (msm::tile_totals / scan_block / tile_apply): of the counts
