@@ -359,8 +359,8 @@ def porep_like(log_n: int, seed: int = 0,
     lead = np.empty(m_c, np.uint32)        # A's leading column per circuit row
     b_cols = np.zeros(m_c, np.uint32)      # B's one column per circuit row (0: the constant 1)
     c_ex = np.zeros(m_c, np.uint32)        # an A-excluded variable appended to this C row, or 0
-    a_cnt = np.empty(m_c, np.int64)
-    c_cnt = np.empty(m_c, np.int64)
+    a_cnt = np.empty(m_c, np.int8)         # entries per circuit row (1 .. 5)
+    c_cnt = np.empty(m_c, np.int8)
     t_zero, t_one = _u32_threshold(_P_ZERO), _u32_threshold(_P_ZERO + _P_ONE)
 
     # ---- pass 1, per chunk: witness, variable sets, A leads, B columns, row counts
@@ -398,8 +398,8 @@ def porep_like(log_n: int, seed: int = 0,
         a_cnt[lo:hi] = 1 + _categorical(rng, n, _A_EXTRA)
         c_cnt[lo:hi] = 1 + _categorical(rng, n, _C_EXTRA) + (c_ex[lo:hi] != 0)
         starts = np.arange(0, n, _FILL_BLOCK)
-        return (one_vars, np.add.reduceat(a_cnt[lo:hi], starts),
-                np.add.reduceat(c_cnt[lo:hi], starts))
+        return (one_vars, np.add.reduceat(a_cnt[lo:hi], starts, dtype=np.int64),
+                np.add.reduceat(c_cnt[lo:hi], starts, dtype=np.int64))
 
     res = _run_chunks(select, len(chunks), threads)
     one_vars = np.concatenate([r[0] for r in res])
@@ -433,8 +433,8 @@ def porep_like(log_n: int, seed: int = 0,
         ipa = np.empty(hi - lo + 1, np.int64)     # this block's indptr (row lo's start is
         ipc = np.empty(hi - lo + 1, np.int64)     # also the previous block's end: not shared)
         ipa[0], ipc[0] = a_off[j], c_off[j]
-        np.cumsum(a_cnt[lo:hi], out=ipa[1:])
-        np.cumsum(c_cnt[lo:hi], out=ipc[1:])
+        np.cumsum(a_cnt[lo:hi], dtype=np.int64, out=ipa[1:])
+        np.cumsum(c_cnt[lo:hi], dtype=np.int64, out=ipc[1:])
         ipa[1:] += ipa[0]
         ipc[1:] += ipc[0]
         a_indptr[lo + 1:hi + 1] = ipa[1:]
