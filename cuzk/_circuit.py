@@ -53,8 +53,7 @@ class CSR:
             raise ValueError("indptr[0] must be 0")
         if self.indptr[-1] != nnz:
             raise ValueError(f"indptr[-1] = {int(self.indptr[-1])}, expected nnz = {nnz}")
-        d = np.diff(self.indptr)
-        bad = np.flatnonzero(d < 0)
+        bad = np.flatnonzero(self.indptr[1:] < self.indptr[:-1])
         if bad.size:
             raise ValueError(f"indptr decreases at row {int(bad[0])}")
 
@@ -118,7 +117,7 @@ class R1CS:
                 raise TypeError(f"{name} must be a CSR")
             if M.n_rows != m:
                 raise ValueError(f"{name} has {M.n_rows} rows, A has {m}")
-            if M.nnz:
+            if M.nnz and int(M.cols.max()) >= self.n_vars:
                 bad = np.flatnonzero(M.cols >= self.n_vars)
                 if bad.size:
                     raise ValueError(f"{name}: entry {int(bad[0])} has column "
@@ -278,9 +277,12 @@ def _coeffs_into(rng, out, p_one, p_pow2):
 
 
 def _categorical(rng, count, spec) -> np.ndarray:
-    """``count`` draws from ``spec = (values, probabilities)`` (values 0, 1, 2, ...), int64."""
-    cdf = np.cumsum(spec[1])[:-1]
-    return np.searchsorted(cdf, rng.random(count), side="right").astype(np.int64)
+    """``count`` draws from ``spec = (values, probabilities)`` (values 0, 1, 2, ...), int8."""
+    u = rng.bit_generator.random_raw(count) >> np.uint64(32)
+    out = np.zeros(count, np.int8)
+    for c in np.cumsum(spec[1])[:-1]:
+        out += u >= _u32_threshold(c)
+    return out
 
 
 def _quota(lo, hi, p) -> int:
@@ -291,7 +293,6 @@ def _quota(lo, hi, p) -> int:
 def _chunks(n):
     """``[(lo, hi), ...]``: [0, n) cut at multiples of _SEL_CHUNK, the remainder in the last."""
     cuts = list(range(0, max(1, n // _SEL_CHUNK) * _SEL_CHUNK, _SEL_CHUNK)) + [n]
-    cuts[0] = 0
     return list(zip(cuts[:-1], cuts[1:]))
 
 
@@ -420,11 +421,12 @@ def porep_like(log_n: int, seed: int = 0,
     a_indptr = np.empty(m_total + 1, np.int64)
     a_cols = np.empty(nnz_a + k, np.uint32)
     a_vals = np.empty((nnz_a + k, 4), np.uint64)
+    b_indptr = np.empty(m_total + 1, np.int64)
     b_vals = np.empty((m_c, 4), np.uint64)
     c_indptr = np.empty(m_total + 1, np.int64)
     c_cols = np.empty(nnz_c, np.uint32)
     c_vals = np.empty((nnz_c, 4), np.uint64)
-    a_indptr[0] = c_indptr[0] = 0
+    a_indptr[0] = b_indptr[0] = c_indptr[0] = 0
 
     # ---- pass 2, per block of rows: indptr, columns and coefficients
     def fill(j):
@@ -447,7 +449,8 @@ def porep_like(log_n: int, seed: int = 0,
         cols[ipa[:-1] - e0] = lead[lo:hi]
         a_cols[e0:e1] = cols
         _coeffs_into(rng, a_vals[e0:e1], 0.6, 0.2)
-        # B
+        # B: one entry per row (its column set in pass 1)
+        b_indptr[lo + 1:hi + 1] = np.arange(lo + 1, hi + 1)
         _coeffs_into(rng, b_vals[lo:hi], 0.8, 0.1)
         # C: a pivot (a 1-valued variable), extras from all aux, the excluded one last
         e0, e1 = int(ipc[0]), int(ipc[-1])
@@ -465,7 +468,7 @@ def porep_like(log_n: int, seed: int = 0,
     a_cols[nnz_a:] = np.arange(k, dtype=np.uint32)
     a_vals[nnz_a:] = _ONE
     c_indptr[m_c + 1:] = nnz_c
-    b_indptr = np.concatenate([np.arange(m_c + 1, dtype=np.int64), np.full(k, m_c, np.int64)])
+    b_indptr[m_c + 1:] = m_c
     A = CSR(a_indptr, a_cols, a_vals)
     B = CSR(b_indptr, b_cols, b_vals)
     C = CSR(c_indptr, c_cols, c_vals)
