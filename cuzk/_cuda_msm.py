@@ -70,7 +70,9 @@ _THREADS = 256             # digit kernels
 _SUM_THREADS = 128         # segment-sum kernels
 _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # Buckets per scatter pass (msm::scatter): its writes stay in L2 when few buckets take them.
-_SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 19)))
+# Measured (H200, G1 2^27, c = 20, k = 2, uniform): 3.6 M buckets in one pass 167 ms, 2^20 per pass
+# 116, 2^19 103, 2^18 93.5 (each pass re-reads the scalars: ~1.3 ms at 2^27).
+_SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
 # and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
@@ -171,15 +173,18 @@ class MsmPlan:
 # 88.5/81.9 vs 109.7/103.6 but bits90 31.8/27.2 vs 27.7/23.5 and real_tail 34.0/29.1 vs
 # 30.8/26.4 (flat faster on the skewed ones, which is what G2 tails are).  2^23 is between.
 _G2_AFFINE_MIN = 1 << 23
+# Plain G1 at c >= 20 (H200, uniform): 2^27 k = 2 flat 903 ms vs bucket 910; 2^24 k = 4 133 vs 152.
+_G1_FLAT_C = 20
 
 
-def default_balance(group, indexed, n=None):
-    """Level 0's measured best work split for an MSM of ``n`` scalars of ``group`` (see
-    ``BALANCES``): "affine" for G2 from ``_G2_AFFINE_MIN`` scalars, "flat" for smaller G2 and for
-    indexed (tail) G1 MSMs, "bucket" for a plain G1 MSM."""
+def default_balance(group, indexed, n=None, c=None):
+    """Level 0's measured best work split for an MSM of ``n`` scalars of ``group`` at window
+    width ``c`` (see ``BALANCES``): "affine" for G2 from ``_G2_AFFINE_MIN`` scalars, "flat" for
+    smaller G2, for indexed (tail) G1 MSMs and for plain G1 MSMs from ``_G1_FLAT_C`` bits (their
+    buckets are Poisson-sized), "bucket" for narrower plain G1 MSMs."""
     if group == "g2":
         return "affine" if n is not None and n >= _G2_AFFINE_MIN else "flat"
-    return "flat" if indexed else "bucket"
+    return "flat" if indexed or (c is not None and c >= _G1_FLAT_C) else "bucket"
 
 
 def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
@@ -204,7 +209,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     segment : int or None
         Entries per segment S >= 2 (None: 64).
     balance : {"bucket", "flat", "affine"} or None
-        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n)``); "affine"
+        Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n, c)``); "affine"
         plans exactly as "flat" (the same pieces and levels) and differs only in its kernel.
 
     Raises
@@ -230,12 +235,12 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
     if S < 2:
         raise ValueError(f"segment must be >= 2, got {S}")
-    balance = default_balance(group, indexed, n) if balance is None else balance
-    if balance not in BALANCES:
-        raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     c = window_bits(n, k) if c is None else int(c)
     if not _C_MIN <= c <= _C_MAX:
         raise ValueError(f"c must be in {_C_MIN}..{_C_MAX}, got {c}")
+    balance = default_balance(group, indexed, n, c) if balance is None else balance
+    if balance not in BALANCES:
+        raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     W, Wk = _windows(c, k)
     if k > W:
         raise ValueError(f"k = {k} copies but only W = {W} windows at c = {c}")

@@ -309,7 +309,8 @@ def test_flat_plan_levels(gpu_msm):
 
 def test_default_balance_by_group_and_indexing(gpu_msm):
     """The measured default work split: flat for G2 below 2^23 scalars and affine from there, flat
-    for indexed (tail) G1 MSMs, bucket for a plain G1 MSM; an explicit balance always wins."""
+    for indexed (tail) G1 MSMs, bucket for a plain G1 MSM below c = 20 and flat from there; an
+    explicit balance always wins."""
     M = gpu_msm
     got = {(g, ix): M.msm_plan(100, g, None, npoints=200, c=6, indexed=ix).balance
            for g in ("g1", "g2") for ix in (False, True)}
@@ -322,6 +323,9 @@ def test_default_balance_by_group_and_indexing(gpu_msm):
         assert M.default_balance("g1", ix, big) == ("flat" if ix else "bucket")
     assert M.msm_plan(big, "g2", None, npoints=big, indexed=True).balance == "affine"
     assert M.msm_plan(100, "g2", None, c=6, balance="bucket").balance == "bucket"
+    # wide plain G1 windows (the 2^27 H MSM: c = 20) have Poisson-sized buckets: flat
+    assert [M.msm_plan(1000, "g1", None, c=c).balance for c in (16, 19, 20, 22)] == ["bucket"] * 2 + ["flat"] * 2
+    assert M.msm_plan(1000, "g1", None, c=20, balance="bucket").balance == "bucket"
 
 
 def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
