@@ -35,6 +35,9 @@ for step in "${@:-all}"; do
     scat27) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform,bits90 --c 20,22 --k 2 \
                 --balance bucket,flat --scatter-buckets 18,19,20,32 --no-check --runs 2 --json "$OUT/scat27.json" 2>&1 \
                 | tee "$OUT/scat27.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
+    scat27b) CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
+                --balance flat --scatter-buckets 16,17,18 --no-check --runs 2 --json "$OUT/scat27b.json" 2>&1 \
+                | tee "$OUT/scat27b.log" | grep -v "^ *$" | tail -12 ;;
     scat24) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --scatter-buckets 17,19,32 --runs 3 --json "$OUT/scat24.json" 2>&1 \
                 | tee "$OUT/scat24.log" | grep -v "^ *$" | grep -v "^msm " | tail -52 ;;
