@@ -328,16 +328,17 @@ def porep_like(log_n: int, seed: int = 0,
     Rows and aux variables go in chunks of 2^20 (the last takes the remainder): a chunk's
     A-excluded and B variables (exact shares of the totals) are placed in its own rows, its
     A leading entries are a random permutation of its A variables (plus repeats); the A extras,
-    C entries and C pivots are drawn from all variables.  Each chunk has its own generator
-    (``SeedSequence([seed, log_n], spawn_key=(stream, chunk))``), so the result is the same
-    for any ``threads``.
+    C entries and C pivots are drawn from all variables.  Each chunk, and each block of 2^17
+    rows of the column/coefficient pass, has its own generator (``SeedSequence([seed, log_n],
+    spawn_key=(pass, index))``), so the result is the same for any ``threads``.
 
     Deterministic in ``(log_n, seed)`` for a given :data:`POREP_LIKE_VERSION` and NumPy
     version (NumPy may change a ``Generator`` method's stream between feature releases;
     anything cached by seed keys on both).  Chunks run on ``threads`` Python threads (None =
     all cores), the sparse products natively.
 
-    Returns ``(r1cs, inputs, aux)`` with Montgomery (n, 4) arrays, ``inputs[0] = 1``.
+    Returns ``(r1cs, inputs, aux)`` with Montgomery (n, 4) arrays, ``inputs[0] = 1`` (two
+    views of one ``[inputs, aux]`` array).
     """
     k, n_aux, m_total = porep_like_sizes(log_n)
     m_c = m_total - k                     # circuit rows; == n_aux, so one chunking serves both
