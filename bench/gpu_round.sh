@@ -58,7 +58,7 @@ for step in "${@:-all}"; do
     soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \
                 --lock-mode narrow --sample-every 20 --json "$OUT/soak16.json" 2>&1 | tail -30 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
-    eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu ${ENG27_W:-2} \
+    eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions ${ENG27_P:-10} --workers-per-gpu ${ENG27_W:-2} \
                 --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory ${ENG27_OPTS:-} --json "$OUT/eng27.json" \
                 2>&1 | tee "$OUT/eng27.log" | tail -20 ;;
     fixtests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "cuda_backend or engine or stages" 2>&1 \

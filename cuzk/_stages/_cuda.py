@@ -36,7 +36,7 @@ import numpy as np
 
 from .._cuda_pending import XYZZ_WORDS, ReadyPoint
 from .._errors import BudgetError
-from ._base import Partition, StageContext, check_randomizers, precompute_arg
+from ._base import Partition, StageContext, check_randomizers, precompute_arg, timed
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -692,17 +692,19 @@ class CudaStages(CpuStages):
         # stream-ordered before the next allocates: the peak is the largest, not the sum
         scratch = max((p.scratch_bytes for _, _, p in part.plans), default=0)
         dev_bytes += max(0, scratch - part.scratch_reserved)
-        part.reservations.append(ctx.budget.reserve(dev_bytes, f"{ctx.name}: partition", block=block))
+        tm = part.timings       # stage:reserve / stage:alloc / stage:put: where an upload's time goes
+        part.reservations.append(timed(tm, "stage:reserve", lambda: ctx.budget.reserve(
+            dev_bytes, f"{ctx.name}: partition", block=block)))
         part.scratch_reserved = max(scratch, part.scratch_reserved)
         self._cut_views(part)
         up = ctx.upload
         for name, arr, nb in uploads:
             if nb == 0:
                 continue
-            buf = part.dev[name] = self.pool.alloc(nb, up)
+            buf = part.dev[name] = timed(tm, "stage:alloc", self.pool.alloc, nb, up)
             # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b, c
             # are padded with zero rows to n
-            ctx.staging.put(buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
+            timed(tm, "stage:put", ctx.staging.put, buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
             part.bytes_uploaded += nb
         if outputs:
             part.dev["h"] = self.pool.alloc(n * _FR, up)
@@ -799,6 +801,7 @@ class CudaStages(CpuStages):
         try:
             part.lap("validate", self._validate, part, check)
             part.lap("upload", self._stage_in_abc, part)
+            part.timings["upload:abc"] = part.timings["upload"]
             t1 = time.perf_counter()
             bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
             self._enqueue_head(part, bases)
