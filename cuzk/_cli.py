@@ -465,8 +465,10 @@ def _parser():
     e.add_argument("--devices", type=int, default=None,
                    help="devices to use (CPU backend: simulated devices; default all / 1)")
     e.add_argument("--thread-share", default=None, metavar="SHARE[,SHARE...]",
-                   help="how the workers share the CPU threads: split (threads / workers each) "
-                        "and/or shared (all threads each), e.g. split,shared (default split)")
+                   help="how the workers share the CPU threads: split (threads / workers each), "
+                        "shared (all threads each) and/or adaptive (all threads for a host stage "
+                        "alone, else split; one prepare/upload at a time while the GPU idles), "
+                        "e.g. split,adaptive (default split)")
     e.add_argument("--stage-options", default=None, metavar="K=V[,K=V...]",
                    help="CUDA stage options of every worker: precompute=K|auto (copies of the H "
                         "bases; default auto: measured best per size), h_window=C (the H MSM's "

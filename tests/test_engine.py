@@ -58,14 +58,15 @@ def test_engine_bytes_equal_prove():
 
 
 @pytest.mark.parametrize("devices", [1, 2])
-@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("workers,share", [(1, "split"), (2, "split"), (4, "split"), (2, "adaptive"),
+                                           (4, "adaptive")])
 @pytest.mark.parametrize("mode", MODES)
-def test_many_jobs(mode, workers, devices):
+def test_many_jobs(mode, workers, share, devices):
     pk4, a4 = circuit(4)
     pk5, a5 = circuit(5)
     jobs = []
     with engine("cpu", devices=devices, workers_per_gpu=workers, lock_mode=mode,
-                threads=2) as eng:
+                threads=2, thread_share=share) as eng:
         k4, k5 = eng.load(pk4), eng.load(pk5)
         prios = ["low", "normal", "high", "critical"]
         for j in range(8):
@@ -89,16 +90,18 @@ BOUNDARIES = ["prepare-before", "prepare-after", "upload-before", "upload-after"
               "finish-before", "finish-after"]
 
 
+@pytest.mark.parametrize("share", ["split", "adaptive"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("where", BOUNDARIES)
-def test_injected_failure(where, mode):
+def test_injected_failure(where, mode, share):
     """The poisoned partition's job fails with the injected error; locks and reservations are
-    released; the other jobs finish and the workers go on."""
+    released (adaptive: the host and region counts too, or the gate would stall); the other jobs
+    finish and the workers go on."""
     pk, asg = circuit(4)
     poison = cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
     stages = [Wrapped(CpuStages(1), fail={where: lambda a: a is poison}) for _ in range(2)]
     with engine(devices=2, workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__,
-                threads=2) as eng:
+                threads=2, thread_share=share) as eng:
         good1 = eng.submit(pk, [asg] * 2)
         bad = eng.submit(pk, [asg, poison, asg])
         good2 = eng.submit(pk, [asg] * 3, priority="high")
@@ -113,6 +116,8 @@ def test_injected_failure(where, mode):
         errs = [r for r in eng.timeline.records("partition") if r.args["status"] == "error"]
         assert len(errs) == 1 and errs[0].job == bad.job_id and errs[0].partition == 1
         assert eng.status()["failed"] == 1
+        assert [(d.host, d.regions) for d in eng.devices] == [(0, 0)] * 2
+        assert eng._host_total == 0
 
 
 @pytest.mark.parametrize("mode", MODES)

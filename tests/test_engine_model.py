@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from cuzk._engine import PLANS, Interlock, PriorityLock
+from cuzk._engine._interlock import gated_plan
 from cuzk._engine._model import explore
 
 ACQ, REL = "acquire", "release"
@@ -18,6 +19,32 @@ def test_engine_plans_deadlock_free(mode, workers, budget, failures):
     res = explore([PLANS[mode]] * workers, budget, units=1, rounds=2, failures=failures)
     assert res.ok, (res.detail, res.deadlock, res.leak)
     assert res.finals >= 1 and res.states > workers
+
+
+@pytest.mark.parametrize("failures", [False, True])
+@pytest.mark.parametrize("budget", [1, 2])
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("mode", sorted(PLANS))
+def test_gated_plans_deadlock_free(mode, workers, budget, failures):
+    """The plans of thread_share="adaptive" (the host gate before prepare) are deadlock- and
+    leak-free too, and the engine's Interlock executes exactly them."""
+    plan = gated_plan(PLANS[mode])
+    assert plan.index(("gate", "host")) + 1 == plan.index(("stage", "prepare"))
+    assert Interlock(mode, gated=True).plan == plan and Interlock(mode).plan == PLANS[mode]
+    res = explore([plan] * workers, budget, units=1, rounds=2, failures=failures)
+    assert res.ok, (res.detail, res.deadlock, res.leak)
+    assert res.finals >= 1
+
+
+def test_gate_with_a_reservation_held_deadlocks():
+    """The checker sees the gate: a worker that waits at the gate while holding budget units
+    blocks a host-busy worker whose upload needs them (the engine's gate comes before any
+    reservation for that reason)."""
+    bad = (("reserve", 1), ("gate", "host"), ("stage", "prepare"), ("stage", "upload"),
+           ("stage", "run"), ("stage", "sync"), ("stage", "finish"), ("free",))
+    res = explore([bad, bad], 2, units=1, rounds=1)
+    assert res.deadlock is not None, res
+    assert explore([bad, bad], 4, units=1, rounds=1).ok      # enough budget: no wait, no cycle
 
 
 def test_plans_with_resident_key_units():

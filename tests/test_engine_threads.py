@@ -1,7 +1,9 @@
 """Engine(thread_share=...): how the workers' host stages share the one CPU pool (issue 10).
 
 ``split``: each worker's native calls get ``threads // workers``; ``shared``: each gets all
-``threads`` (no per-worker budget when threads is None, i.e. the whole pool).  The figures
+``threads`` (no per-worker budget when threads is None, i.e. the whole pool); ``adaptive``: all
+``threads`` for a host stage that starts while no other worker is in one, else the split share,
+and on an idle device one worker at a time in prepare/upload.  The figures
 are checked where the native code sees them: ``_pool._resolve(ctx.threads)`` called from the
 worker thread itself, so that a per-thread budget set there would show too.
 """
@@ -17,7 +19,7 @@ from engine_helpers import TIMEOUT, FakeStages, circuit, engine, verify_all
 
 
 def test_thread_share_arg():
-    assert THREAD_SHARES == ("split", "shared")
+    assert THREAD_SHARES == ("split", "shared", "adaptive")
     assert DEFAULT_THREAD_SHARE in THREAD_SHARES
     assert thread_share_arg("Shared ") == "shared"
     assert thread_share_arg("split") == "split"
@@ -35,6 +37,7 @@ def test_worker_threads_rule():
     assert worker_threads("split", 0, 1) == p
     assert worker_threads("shared", 8, 3) == 8
     assert worker_threads("shared", None, 3) == 0        # 0: the whole pool, no budget
+    assert worker_threads("adaptive", 8, 3) == 2         # its share when others are busy
     with pytest.raises(ValueError):
         worker_threads("split", -1, 2)
     with pytest.raises(ValueError):
@@ -110,7 +113,7 @@ def test_real_stages_follow_policy(share):
     pk, asg = circuit(5)
     rs = [(3 + i, 5 + i) for i in range(4)]
     with engine("cpu", workers_per_gpu=2, threads=2, thread_share=share) as eng:
-        want_t = 1 if share == "split" else 2
+        want_t = 2 if share == "shared" else 1           # adaptive: the split share at rest
         assert eng.devices[0].stages.threads == want_t
         assert {c.threads for c in eng.devices[0].contexts} == {want_t}
         proof = eng.submit(pk, [asg] * 4, randomizers=rs).result(TIMEOUT)
@@ -296,3 +299,93 @@ def test_bench_cli_makes_the_circuit_once(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert rc == 0 and calls == [4]
     assert "engine-lg4-narrow-w1: " in err and "s/partition" in err      # printed as it finishes
+
+
+class _HostLog(FakeStages):
+    """FakeStages that logs, at every prepare, the threads it got (``_pool._resolve``) and how
+    many partitions were then in prepare/upload (from prepare's start to upload's end) and in a
+    region (from run's start to finish's start: it covers the engine's run + sync).  ``hold``:
+    an Event the first partition's finish waits for."""
+
+    def __init__(self, nap=0.05, hold=None):
+        super().__init__(on_prepare=self._prep)
+        self.nap, self.hold = nap, hold
+        self.mu = threading.Lock()
+        self.host = self.region = 0
+        self.log = []                    # (threads, others in prepare/upload, in region)
+        self.finishes = 0
+
+    def _prep(self, part):
+        with self.mu:
+            self.log.append((_pool._resolve(part.ctx.threads), self.host, self.region))
+            self.host += 1
+        threading.Event().wait(self.nap)
+
+    def upload(self, part):
+        super().upload(part)
+        threading.Event().wait(self.nap)
+        with self.mu:
+            self.host -= 1
+
+    def run(self, part):
+        with self.mu:
+            self.region += 1
+        return super().run(part)
+
+    def finish(self, part, verify=True):
+        with self.mu:
+            self.region -= 1
+            first = self.finishes == 0
+            self.finishes += 1
+        if first and self.hold is not None:
+            assert self.hold.wait(TIMEOUT)
+        return super().finish(part, verify)
+
+
+@pytest.mark.parametrize("mode", ["narrow", "two-lock", "coarse"])
+def test_adaptive_one_host_stage_at_a_time_on_an_idle_device(mode):
+    """adaptive: no prepare starts while another partition is in prepare/upload and no region
+    runs; the first partition prepares on every thread.  split (the control, same timing): both workers
+    prepare at once at the start, with half the threads each."""
+    pk, asg = circuit(4)
+    for share in ("adaptive", "split"):
+        st = _HostLog()
+        with engine(workers_per_gpu=2, stages=st, threads=4, thread_share=share,
+                    lock_mode=mode, verify=False) as eng:
+            eng.submit(pk, [asg] * 6).result(TIMEOUT)
+            if share == "adaptive":
+                waits = [r for r in eng.timeline.records() if r.kind == "wait" and r.name == "host"]
+        assert len(st.log) == 6
+        clash = [e for e in st.log if e[1] > 0 and e[2] == 0]
+        if share == "adaptive":
+            assert clash == [], st.log
+            assert st.log[0][0] == 4, st.log          # the first partition: every thread
+            if mode != "coarse":
+                assert waits, "the second worker waited for the first's upload"
+        elif mode != "coarse":
+            assert clash, "the control must show two host stages at once on an idle device"
+            assert {t for t, _, _ in st.log} == {2}
+
+
+def test_adaptive_splits_threads_beside_another_host_stage():
+    """adaptive: a prepare that starts while another worker is in its finish (a host stage) gets
+    the split share; a lone partition gets every thread."""
+    pk, asg = circuit(4)
+    hold = threading.Event()
+    st = _HostLog(nap=0.0, hold=hold)
+    with engine(workers_per_gpu=2, stages=st, threads=4, thread_share="adaptive",
+                verify=False) as eng:
+        f1 = eng.submit(pk, [asg])
+        for _ in range(int(TIMEOUT / 0.01)):     # the first partition is in its finish
+            if st.finishes:
+                break
+            threading.Event().wait(0.01)
+        f2 = eng.submit(pk, [asg])
+        for _ in range(int(TIMEOUT / 0.01)):
+            if len(st.log) == 2:
+                break
+            threading.Event().wait(0.01)
+        hold.set()
+        f1.result(TIMEOUT)
+        f2.result(TIMEOUT)
+    assert [t for t, _, _ in st.log] == [4, 2], st.log

@@ -8,6 +8,7 @@ release the GIL.  A failure anywhere in a partition aborts it (``st.abort``), re
 locks it holds and fails its job's future; the worker goes on with the next partition.
 """
 import concurrent.futures
+import contextlib
 import itertools
 import heapq
 import logging
@@ -17,7 +18,7 @@ import time
 
 from .._errors import BudgetError, CudaError, EngineBusy, EngineClosed, EngineError
 from . import _nvtx
-from ._interlock import ACQUIRE, RELEASE, Interlock, lock_mode_arg
+from ._interlock import ACQUIRE, GATE, RELEASE, Interlock, lock_mode_arg
 from ._timeline import Timeline
 
 __all__ = ["Engine", "EngineKey", "JobFuture", "EngineError", "EngineBusy", "EngineClosed",
@@ -43,8 +44,17 @@ def priority_arg(priority):
 #: How the workers' host stages share the CPU pool (``Engine(thread_share=...)``):
 #: ``split``: each worker may use ``threads // workers`` (at least 1);
 #: ``shared``: each worker may use all ``threads`` (no per-worker budget when ``threads`` is
-#: None), and the pool's one queue shares the cores between concurrent calls.
-THREAD_SHARES = ("split", "shared")
+#: None), and the pool's one queue shares the cores between concurrent calls;
+#: ``adaptive``: a host stage (prepare, upload, finish) that starts while no other worker is in
+#: one gets all ``threads``, else the split share; and while no kernel region runs on a device,
+#: a worker starts its prepare only once the device's other workers have left prepare and
+#: upload (the first partition, or a lone critical one, then prepares and uploads on every core
+#: instead of half of them beside a second worker that the idle GPU cannot serve yet).
+THREAD_SHARES = ("split", "shared", "adaptive")
+#: Host stages for ``adaptive`` (the CPU work of a partition around its kernel region).
+_HOST_STAGES = ("prepare", "upload", "finish")
+#: The host stages a prepare waits for on an idle device (finish is short and ends a partition).
+_GATED_STAGES = ("prepare", "upload")
 #: The default policy, here only (issue 10: the GPU host measures both; flip it here).
 DEFAULT_THREAD_SHARE = "split"
 
@@ -71,13 +81,14 @@ def worker_threads(thread_share, threads, n_workers):
     Returns
     -------
     int
-        ``split``: ``max(1, (threads or pool_threads()) // n_workers)``; ``shared``: ``threads``,
-        or 0 (the native rule: no budget, the whole pool) when it is None.
+        ``split`` and ``adaptive``: ``max(1, (threads or pool_threads()) // n_workers)``;
+        ``shared``: ``threads``, or 0 (the native rule: no budget, the whole pool) when it is
+        None.
     """
     from .._args import threads_arg
     share, t = thread_share_arg(thread_share), threads_arg(threads)
     if share == "shared":
-        return t
+        return t          # ("adaptive": the split share, its value when other workers are busy)
     if not t:
         from .._native import _pool
         t = _pool.pool_threads()
@@ -277,6 +288,8 @@ class _Device:
         self.workers = []                # [_WorkerState]
         self.contexts = []
         self.failed = None               # the CudaError that quarantined the device
+        self.host = 0                    # workers in prepare/upload (thread_share "adaptive")
+        self.regions = 0                 # workers in run/sync (their kernel region)
 
 
 class _WorkerState:
@@ -360,13 +373,17 @@ class Engine:
         them is ``thread_share``.
     verify : bool
         Verify every proof before it is returned (``ProofVerificationError`` otherwise).
-    thread_share : {"split", "shared"}, keyword-only
+    thread_share : {"split", "shared", "adaptive"}, keyword-only
         ``split`` (the default, :data:`DEFAULT_THREAD_SHARE`): each worker's native calls use at
         most ``threads // workers`` threads (all devices' workers counted, at least 1).
         ``shared``: each worker's calls may use all ``threads`` (None: the whole pool); the
         pool's job queue shares the cores between concurrent calls, so a worker alone in its
-        host stage gets every core.  ``threads_per_worker`` (in ``status()``) is the result,
-        0 meaning the whole pool.
+        host stage gets every core.  ``adaptive``: a host stage started while no other worker
+        is in one uses all ``threads``, otherwise the split share; and on a device with no
+        kernel region running, a worker waits to start its prepare until the device's other
+        workers have left prepare and upload (timeline records ``wait``/``host``).
+        ``threads_per_worker`` (in ``status()``) is the split share (``split``, ``adaptive``)
+        or ``threads`` (``shared``), 0 meaning the whole pool.
     stage_options : dict or None, keyword-only
         CUDA stage options for every device (``cuzk._stages.STAGE_OPTIONS``: ``precompute``,
         ``h_window``, ``b_g2``); the CPU backend has none (ValueError).
@@ -415,6 +432,8 @@ class Engine:
         self._job_ids = itertools.count()
         self._closing = False
         self._closed = False
+        self._host_cond = threading.Condition()     # thread_share "adaptive": host/region counts
+        self._host_total = 0                         # workers of every device in a host stage
         self._completed = 0
         self._failed = 0
         _nvtx.available()
@@ -435,7 +454,8 @@ class Engine:
                 else:                    # the process-wide budget of the CUDA device
                     from .._stages._cuda import device_budget
                     budget = device_budget(st.device)
-                dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}"))
+                dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}",
+                                                       gated=self.thread_share == "adaptive"))
                 dev.worker_budget = _DeviceBudget(budget)
                 for w in range(self.workers_per_gpu):
                     ctx = st.context(budget=dev.worker_budget, threads=self.threads_per_worker,
@@ -745,10 +765,14 @@ class Engine:
                     lock.release(name)
                     _nvtx.pop()
                     record("hold", name, holds.pop(name))
+                elif kind == GATE:
+                    ws.state = f"waiting {name}"
+                    self._host_gate(dev, record)
                 else:
                     stage, ws.state = name, name
                     t_stage = tl.now()
-                    with _nvtx.nvtx_range(name):
+                    entered = self._enter_stage(dev, ctx, name)
+                    with _nvtx.nvtx_range(name), entered:
                         if name == "prepare":
                             part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s,
                                               upload=False)
@@ -800,6 +824,52 @@ class Engine:
         self._partition_done(task, status)
         tl.add("partition", "partition", d, w, job.id, task.index, job.rank, t_deq, tl.now(),
                {"status": status})
+
+    # ---- thread_share "adaptive" -----------------------------------------------------------
+    def _host_gate(self, dev, record):
+        """The plan's GATE step (``adaptive``, before prepare): while no kernel region runs on
+        ``dev`` and another of its workers is in prepare or upload, wait (holding no reservation;
+        the deadlock model explores the gated plans), so that the host stages of an idle device
+        run one at a time on every core."""
+        waited = False
+        t_wait = self.timeline.now()
+        with self._host_cond:
+            while dev.host > 0 and dev.regions == 0 and dev.failed is None:
+                waited = True
+                self._host_cond.wait(0.5)
+        if waited:
+            record("wait", "host", t_wait)
+
+    @contextlib.contextmanager
+    def _stage_scope(self, dev, ctx, name):
+        host = name in _HOST_STAGES
+        gated = name in _GATED_STAGES
+        with self._host_cond:
+            if host:
+                ctx.threads = self.threads if self._host_total == 0 else self.threads_per_worker
+                self._host_total += 1
+                dev.host += gated
+            elif name == "run":
+                dev.regions += 1
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._host_cond:
+                if host:
+                    dev.host -= gated
+                    self._host_total -= 1
+                elif name == "sync" or (name == "run" and not ok):
+                    dev.regions -= 1     # the region ended (sync), or never began (run failed)
+                self._host_cond.notify_all()
+
+    def _enter_stage(self, dev, ctx, name):
+        """The context of one stage call: under ``adaptive``, the host/region counts (and the
+        stage's thread count, ``ctx.threads``); otherwise nothing."""
+        if self.thread_share != "adaptive":
+            return contextlib.nullcontext()
+        return self._stage_scope(dev, ctx, name)
 
     @staticmethod
     def _stage_args(name, part, seen, sizes=True):

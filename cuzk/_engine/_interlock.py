@@ -30,11 +30,15 @@ import itertools
 import threading
 import time
 
-__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "STAGES", "PLANS", "LOCK_RANK",
-           "lock_mode_arg", "PriorityLock", "Interlock"]
+__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "LOCK_RANK",
+           "lock_mode_arg", "gated_plan", "PriorityLock", "Interlock"]
 
 LOCK_MODES = ("coarse", "narrow", "two-lock")
 ACQUIRE, RELEASE, STAGE = "acquire", "release", "stage"
+#: ``(GATE, "host")``, right before prepare in the plans of ``thread_share="adaptive"``
+#: (``gated_plan``): wait while no kernel region runs on the device and another of its workers is
+#: between this step and the end of its upload.  Holds nothing new.
+GATE = "gate"
 #: Stage calls of one partition, in order (``sync`` is ``run(...).synchronize()``).
 STAGES = ("prepare", "upload", "run", "sync", "finish")
 
@@ -47,6 +51,12 @@ PLANS = {
                  (ACQUIRE, "compute"), (STAGE, "run"), (STAGE, "sync"), (RELEASE, "compute"),
                  (STAGE, "finish")),
 }
+
+def gated_plan(plan):
+    """``plan`` with ``(GATE, "host")`` inserted right before its prepare."""
+    i = plan.index((STAGE, "prepare"))
+    return plan[:i] + ((GATE, "host"),) + plan[i:]
+
 
 #: Lock order: a worker may only acquire a lock of a higher rank than every lock it holds.
 LOCK_RANK = {"memory": 0, "compute": 1, "device": 1}
@@ -132,12 +142,14 @@ class Interlock:
     mode : {"coarse", "narrow", "two-lock"}
     name : str
         Device label (for messages).
+    gated : bool
+        The plan has the host gate (``gated_plan``: ``thread_share="adaptive"``).
     """
 
-    def __init__(self, mode, name="device"):
+    def __init__(self, mode, name="device", gated=False):
         self.mode = lock_mode_arg(mode)
         self.name = name
-        self.plan = PLANS[self.mode]
+        self.plan = gated_plan(PLANS[self.mode]) if gated else PLANS[self.mode]
         self.locks = {n: PriorityLock(f"{name}/{n}") for k, n in self.plan if k == ACQUIRE}
         self._held = threading.local()
 

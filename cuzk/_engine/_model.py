@@ -9,6 +9,10 @@ Each worker runs ``rounds`` partitions, each one the step sequence of a plan
   real ``Budget.reserve(block=True)`` waits); a reservation larger than the whole budget fails
   at once (the abort path).  ``("stage", "finish")`` frees the partition's units.
   ``("reserve", k)`` / ``("free",)`` express other protocols (for the negative tests).
+* ``("gate", "host")`` (``_interlock.gated_plan``): enabled unless another worker is host-busy
+  (past its gate, its upload not yet done) while no worker is in a region (run done, sync not
+  yet).  Host-busy here also covers a two-lock worker's wait for the memory lock, which the
+  engine does not count: the model's gate blocks at least as often as the engine's.
 * with ``failures=True`` every stage step may also fail: the worker aborts (frees its units,
   releases its locks, as the engine's abort path does) and starts its next round.
 
@@ -94,6 +98,20 @@ def explore(plans, budget, units=1, rounds=2, key_units=0, failures=False, max_s
     def used(state):
         return key_units + sum(w[2] for w in state)
 
+    gates = [p.index(("gate", "host")) if ("gate", "host") in p else None for p in plans]
+    uploads = [p.index(("stage", "upload")) if ("stage", "upload") in p else None for p in plans]
+
+    def host_busy(j, w):
+        g, u = gates[j], uploads[j]
+        return g is not None and u is not None and w[0] < rounds and g < w[1] <= u
+
+    def in_region(j, w):
+        return w[0] < rounds and plans[j][w[1]] == ("stage", "sync")
+
+    def gate_open(state, i):
+        return (not any(host_busy(j, w) for j, w in enumerate(state) if j != i)
+                or any(in_region(j, w) for j, w in enumerate(state)))
+
     def owner(state, lock):
         for i, w in enumerate(state):
             if lock in w[3]:
@@ -122,6 +140,9 @@ def explore(plans, budget, units=1, rounds=2, key_units=0, failures=False, max_s
                     new = (nxt_rnd, nxt_pc, res, tuple(sorted(held + (step[1],))))
             elif kind == "release":
                 new = (nxt_rnd, nxt_pc, res, tuple(h for h in held if h != step[1]))
+            elif kind == "gate":
+                if gate_open(state, i):
+                    new = (nxt_rnd, nxt_pc, res, held)
             elif want:
                 if key_units + want > total:
                     can_fail = True              # BudgetError at once: only the abort path
