@@ -3,7 +3,8 @@
 #   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
-# Session 7: tests msmprof msmprof27 / eng27 (narrow,two-lock, --single 2) / ...
+# Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
+# Next: ENG27_MODES=two-lock ENG27_OPTS="--thread-share split,adaptive" eng27 (adaptive predicted 16.8 -> ~16.4 s).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
