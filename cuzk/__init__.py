@@ -9,7 +9,7 @@ from ._params import (VerifyingKey, ProvingKey, read_params, write_params, read_
 from ._assignment import Assignment, Density
 from ._circuit import R1CS, porep_like
 from ._keygen import keygen, keygen_random
-from ._prover import prove, prove_partitions, public_inputs
+from ._prover import Prover, prove, prove_partitions, public_inputs
 from ._budget import Budget
 from ._verifier import verify, verify_batch
 from ._snarkjs import read_zkey, read_wtns, write_proof_json, write_public_json
@@ -28,7 +28,7 @@ __all__ = [
     "Assignment", "Density",
     "R1CS", "porep_like",
     "keygen", "keygen_random",
-    "prove", "prove_partitions", "public_inputs", "Budget",
+    "prove", "prove_partitions", "Prover", "public_inputs", "Budget",
     "verify", "verify_batch",
     "read_zkey", "read_wtns", "prove_zkey", "write_proof_json", "write_public_json",
     "Engine", "EngineError", "EngineBusy", "EngineClosed",

@@ -16,6 +16,7 @@ calls from many workers behind its interlock.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -23,7 +24,7 @@ from ._assignment import Assignment
 from ._params import ProvingKey
 from ._stages import CpuStages, R_MODULUS, Stages, stages_for
 
-__all__ = ["CpuStages", "CudaStages", "stages_for", "prove", "prove_partitions",
+__all__ = ["CpuStages", "CudaStages", "stages_for", "prove", "prove_partitions", "Prover",
            "public_inputs", "R_MODULUS"]
 
 
@@ -45,35 +46,117 @@ def _assignment(asg):
     return Assignment.coerce(asg)
 
 
-class _Session:
-    """A stage object with one context and one key, for ``prove`` and ``prove_partitions``."""
+class Prover:
+    """A proving key made ready once (on the CUDA backend: resident in device memory) for many
+    ``prove`` calls, from any number of threads at once.
 
-    def __init__(self, pk, backend, device, threads, stages):
-        self.st = stages if stages is not None else stages_for(backend, threads, device)
-        self.ctx = self.st.context(threads=threads)
+    ``cuzk.prove`` loads its key for the one call (a 2^27 PoRep key is 44 GiB: seconds of
+    upload each time); a ``Prover`` loads it in the constructor and keeps it until ``close``.
+    For queues, priorities and several workers per GPU behind an interlock use ``cuzk.Engine``.
+
+    Parameters
+    ----------
+    pk : ProvingKey
+    backend : {"auto", "cpu", "cuda"}, keyword-only
+    device : int or None, keyword-only
+        CUDA device ordinal (None: 0).
+    threads : int or None, keyword-only
+        CPU threads of each call's host stages (None = all cores).
+    stage_options : dict or None, keyword-only
+        CUDA stage options (``cuzk._stages.STAGE_OPTIONS``).  With ``precompute="auto"`` (the
+        default) the key gets the H MSM's precomputed copies, as the engine's keys do: a build
+        of seconds at 2^27, repaid after ~140 partitions.  The CPU backend takes none.
+    stages : Stages or None, keyword-only
+        A stage object to use (overrides backend/device/threads/stage_options).
+
+    ``prove`` is thread-safe: each concurrent call gets its own stage context (streams, pinned
+    staging), kept for the next call.  Use it as a context manager, or call ``close``.
+
+    Raises
+    ------
+    ValueError
+        Bad options; ``BudgetError`` when the device cannot hold even a streamed key.
+    """
+
+    def __init__(self, pk: ProvingKey, *, backend: str = "auto", device: int | None = None,
+                 threads: int | None = None, stage_options: dict | None = None,
+                 stages: Stages | None = None, _lasting: bool = True):
+        self.st = stages if stages is not None else stages_for(backend, threads, device,
+                                                               **(stage_options or {}))
+        self.pk = pk
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._idle = []                     # contexts between calls
+        self._contexts = []                 # every context made (closed by close())
+        self._closed = False
+        self.key = self.st.load_key(pk, lasting=_lasting)   # one call (cuzk.prove): no copies
+
+    @property
+    def backend(self) -> str:
+        return self.st.name
+
+    @property
+    def device(self) -> str:
+        return self.st.device_label
+
+    def _context(self):
+        with self._lock:
+            if self._closed:
+                raise ValueError("Prover is closed")
+            if self._idle:
+                return self._idle.pop()
+        ctx = self.st.context(threads=self.threads)
+        with self._lock:
+            self._contexts.append(ctx)
+        return ctx
+
+    def prove(self, asg: Assignment | str | os.PathLike, r: int | None = None, s: int | None = None,
+              *, verify: bool = False, check: bool = True, timings: dict | None = None) -> bytes:
+        """One partition's 192-byte proof; parameters, result and errors as ``cuzk.prove``
+        (``timings`` accumulates when the same dict is passed again)."""
+        asg = _assignment(asg)
+        ctx = self._context()
         try:
-            self.key = self.st.load_key(pk, lasting=False)    # one call's key: no one-time builds
-        except BaseException:
-            self.ctx.close()
-            raise
-
-    def prove(self, asg, r, s, verify, check, timings):
-        st = self.st
-        t0 = time.perf_counter()
-        proof, t = st.prove_one(self.key, asg, self.ctx, r, s, check=check, verify=verify)
-        if timings is not None:
-            for k, v in t.items():       # seconds add up over partitions; labels are kept
-                timings[k] = v if isinstance(v, str) else timings.get(k, 0.0) + v
-            timings["total"] = timings.get("total", 0.0) + time.perf_counter() - t0
-            timings["backend"] = st.name
-            timings["device"] = st.device_label
-        return proof
+            t0 = time.perf_counter()
+            proof, t = self.st.prove_one(self.key, asg, ctx, r, s, check=check, verify=verify)
+            if timings is not None:
+                for k, v in t.items():       # seconds add up over partitions; labels are kept
+                    timings[k] = v if isinstance(v, str) else timings.get(k, 0.0) + v
+                timings["total"] = timings.get("total", 0.0) + time.perf_counter() - t0
+                timings["backend"] = self.st.name
+                timings["device"] = self.st.device_label
+            return proof
+        finally:
+            with self._lock:
+                self._idle.append(ctx)
 
     def close(self):
+        """Release the key and every context (idempotent; calls still running must end first)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            ctxs, self._contexts, self._idle = self._contexts, [], []
         try:
             self.key.release()
         finally:
-            self.ctx.close()
+            for ctx in ctxs:
+                ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._closed else "open"
+        return f"Prover(domain 2^{self.pk.domain_size.bit_length() - 1}, {self.st.name}, {state})"
+
+
+def _one_call(pk, backend, device, threads, stages):
+    """The Prover of one ``prove``/``prove_partitions`` call: its key serves that call only."""
+    return Prover(pk, backend=backend, device=device, threads=threads, stages=stages, _lasting=False)
 
 
 def prove(pk: ProvingKey, asg: Assignment | str | os.PathLike, r: int | None = None, s: int | None = None, *, backend: str = "auto",
@@ -107,6 +190,10 @@ def prove(pk: ProvingKey, asg: Assignment | str | os.PathLike, r: int | None = N
     stages : Stages or None
         A stage object to reuse (overrides backend/device/threads).
 
+    The key is loaded for this call and released after it (on the CUDA backend: uploaded to the
+    device each call).  Many proofs with one key: ``cuzk.Prover`` (thread-safe) or
+    ``cuzk.Engine``.
+
     Returns
     -------
     bytes
@@ -123,11 +210,8 @@ def prove(pk: ProvingKey, asg: Assignment | str | os.PathLike, r: int | None = N
         ``verify=True`` and the computed proof does not verify.
     """
     asg = _assignment(asg)
-    sess = _Session(pk, backend, device, threads, stages)
-    try:
-        return sess.prove(asg, r, s, verify, check, timings)
-    finally:
-        sess.close()
+    with _one_call(pk, backend, device, threads, stages) as pr:
+        return pr.prove(asg, r, s, verify=verify, check=check, timings=timings)
 
 
 def prove_partitions(pk: ProvingKey, assignments: Iterable[Assignment | str | os.PathLike], *,
@@ -140,13 +224,10 @@ def prove_partitions(pk: ProvingKey, assignments: Iterable[Assignment | str | os
     pulled one partition at a time).  ``timings`` accumulates over the partitions (``total`` is
     the sum).  ``progress(i)`` is called after the i-th partition.  Other parameters and
     errors as ``prove``."""
-    sess = _Session(pk, backend, device, threads, stages)
-    try:
+    with _one_call(pk, backend, device, threads, stages) as pr:
         out = []
         for a in assignments:           # pulled one at a time: an iterator may load them lazily
-            out.append(sess.prove(_assignment(a), None, None, verify, check, timings))
+            out.append(pr.prove(a, verify=verify, check=check, timings=timings))
             if progress is not None:
                 progress(len(out))
         return b"".join(out)
-    finally:
-        sess.close()

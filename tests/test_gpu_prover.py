@@ -98,3 +98,33 @@ def test_threads_prove_at_once_on_one_resident_key(backend):
         assert out == want
     finally:
         key.release()
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=needs_gpu)])
+def test_prover_threads_on_one_key(backend):
+    """cuzk.Prover (the key loaded once, with the engine's precompute "auto" on CUDA): four
+    threads × two proofs through Prover.prove (the early H path on CUDA), every proof the bytes
+    the CPU gives alone, verified."""
+    from cuzk._prover import Prover
+    pk, asg = _circuit(12 if backend == "cpu" else 16, 9)
+    rs = [(30 + i, 40 + i) for i in range(8)]
+    want = [prove(pk, asg, r, s, backend="cpu") for r, s in rs]
+    out, errors = [None] * len(rs), []
+    start = threading.Barrier(4)
+    with Prover(pk, backend=backend, threads=2) as pr:
+        def worker(w):
+            try:
+                start.wait(60)
+                for i in range(w, len(rs), 4):
+                    out[i] = pr.prove(asg, *rs[i], verify=True)
+            except BaseException as e:                 # reported by the main thread
+                errors.append(e)
+        threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(600)
+        assert not any(th.is_alive() for th in threads), "a prover thread hung"
+    assert not errors, errors[0]
+    assert out == want
+    assert all(verify(pk.vk, p, public_inputs(asg)) for p in out[:2])
