@@ -167,11 +167,12 @@ class R1CS:
         (a variable counts when it occurs with a non-zero coefficient, as bellperson's
         ``DensityTracker``)."""
         if self._densities is None:
-            k = self.n_inputs
-            ua = self.A.used_columns(self.n_vars)
-            ub = self.B.used_columns(self.n_vars)
-            self._densities = (Density.from_bools(ua[k:]), Density.from_bools(ub[:k]),
-                               Density.from_bools(ub[k:]))
+            k, nv, nat = self.n_inputs, self.n_vars, _r1cs_native()
+
+            def bits(M, lo, hi):   # native, parallel; the bits of CSR.used_columns
+                return Density(nat.column_bits(M.cols, M.vals, lo, hi), hi - lo)
+
+            self._densities = (bits(self.A, k, nv), bits(self.B, 0, k), bits(self.B, k, nv))
         return self._densities
 
     def _z(self, inputs, aux) -> np.ndarray:
@@ -183,6 +184,12 @@ class R1CS:
             raise ValueError(f"aux must have shape ({self.n_aux}, 4), got {aux.shape}")
         if not np.array_equal(inputs[0], _ONE):
             raise ValueError("inputs[0] must be 1 (Montgomery form)")
+        z = inputs.base       # two adjacent views of one [inputs, aux] array (porep_like's):
+        if (isinstance(z, np.ndarray) and z is aux.base and z.dtype == np.uint64   # no copy
+                and z.shape == (self.n_vars, 4) and z.flags.c_contiguous
+                and inputs.ctypes.data == z.ctypes.data
+                and aux.ctypes.data == z.ctypes.data + inputs.nbytes):
+            return z
         return np.concatenate([inputs, aux])
 
     def evaluate(self, inputs, aux, threads=None):

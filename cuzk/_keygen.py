@@ -53,13 +53,6 @@ def _check_waste(**vals):
             raise ValueError(f"{name} must be in [1, r)")
 
 
-def _first_zero(arr) -> int:
-    if arr.shape[0] == 0:
-        return -1
-    z = np.flatnonzero(~arr.any(axis=1))
-    return int(z[0]) if z.size else -1
-
-
 KEYGEN_STEPS = 4  # progress ticks: QAP evaluations, checks, G1 fixed-base pass, G2 pass
 
 
@@ -70,8 +63,69 @@ def _fixed_base_pass(group, scalars_mont, backend, threads):
     from ._native import _r1cs as nat
     if backend == "cuda":
         from . import _cuda_fixed_base
-        return _cuda_fixed_base.fixed_base_mul(None, scalars_mont, group, montgomery=True)
+        return _cuda_fixed_base.fixed_base_mul(None, scalars_mont, group, montgomery=True,
+                                               threads=threads)
     return nat.fixed_base_mul(group, scalars_mont, threads=threads)
+
+
+def _exponents(r1cs: R1CS, tau: int, alpha: int, beta: int, gamma: int, delta: int,
+               threads: int | None = None, tick=lambda n=1: None):
+    """The Fr exponents (Montgomery) of every key point: ``(s1, s2, sizes)`` with s1 the G1
+    rows ``[α, β, δ | IC | H | L | A | B_G1]``, s2 the G2 rows ``[β, γ, δ | B_G2]`` and
+    ``sizes`` the lengths of s1's six sections.  Each section is written in place into s1 by
+    the native kernels (no concatenated copies); raises ValueError as :func:`keygen`."""
+    from ._native import _pool
+    from ._native import _r1cs as nat
+
+    n = r1cs.domain_size
+    log_n = n.bit_length() - 1
+    k = r1cs.n_inputs
+    nv = r1cs.n_vars
+    w_int = domain_root_int(log_n)
+    tau_m, alpha_m, beta_m, omega_m, ginv_m, dinv_m = fr_ints_to_mont(
+        [tau, alpha, beta, w_int, pow(gamma, -1, R_MOD), pow(delta, -1, R_MOD)])
+    da, dbi, dba = r1cs.densities()
+    n_a, n_bi, n_ba = da.popcount(), dbi.popcount(), dba.popcount()
+    sizes = (3, k, n - 1, nv - k, k + n_a, n_bi + n_ba)
+    offs = np.cumsum((0,) + sizes).tolist()
+    s1 = np.empty((offs[-1], 4), dtype=np.uint64)
+    sec = [s1[offs[i]:offs[i + 1]] for i in range(6)]     # views: vk, ic, h, l, a, b
+
+    # QAP evaluations at τ
+    lag = nat.lagrange_coeffs(tau_m, omega_m, n, threads=threads)
+    u, v, w = (nat.spmv_t(M.indptr, M.cols, M.vals, lag, nv, threads=threads)
+               for M in (r1cs.A, r1cs.B, r1cs.C))
+    del lag
+    sec[0][:] = fr_ints_to_mont([alpha, beta, delta])
+    nat.qap_combine(u[:k], v[:k], w[:k], alpha_m, beta_m, ginv_m, threads=threads, out=sec[1])
+    nat.qap_combine(u[k:], v[k:], w[k:], alpha_m, beta_m, dinv_m, threads=threads, out=sec[3])
+    del w
+    sec[4][:k] = u[:k]
+    nat.gather_rows(u[k:], da.words, nv - k, out=sec[4][k:], threads=threads)
+    del u
+    nat.gather_rows(v[:k], dbi.words, k, out=sec[5][:n_bi], threads=threads)
+    nat.gather_rows(v[k:], dba.words, nv - k, out=sec[5][n_bi:], threads=threads)
+    del v
+    zt = (pow(tau, n, R_MOD) - 1) % R_MOD
+    h_first = fr_ints_to_mont([zt * pow(delta, -1, R_MOD) % R_MOD])[0]
+    nat.geometric(h_first, tau_m, n - 1, threads=threads, out=sec[2])
+    tick()
+
+    for what, arr in (("IC", sec[1]), ("L", sec[3])):
+        i = nat.fr_first_zero(arr, threads=threads)
+        if i >= 0:
+            raise ValueError(f"{what}[{i}] is the point at infinity: the variable is "
+                             "unconstrained (or the toxic waste is degenerate)")
+    for what, arr in (("A", sec[4]), ("B", sec[5])):
+        i = nat.fr_first_zero(arr, threads=threads)
+        if i >= 0:
+            raise ValueError(f"{what} query entry {i}: QAP evaluation is 0 at tau for a "
+                             "variable that occurs in the matrix; choose other toxic waste")
+
+    s2 = np.empty((3 + sizes[5], 4), dtype=np.uint64)
+    s2[:3] = fr_ints_to_mont([beta, gamma, delta])
+    _pool.copy_into(s2[3:], sec[5], threads)
+    return s1, s2, sizes
 
 
 def keygen(r1cs: R1CS, tau: int, alpha: int, beta: int, gamma: int, delta: int,
@@ -89,59 +143,20 @@ def keygen(r1cs: R1CS, tau: int, alpha: int, beta: int, gamma: int, delta: int,
     """
     from ._backend import resolve_backend
     backend = resolve_backend(backend)
-    from ._native import _r1cs as nat
 
     tick = progress.update if progress is not None else (lambda n=1: None)
 
     _check_waste(tau=tau, alpha=alpha, beta=beta, gamma=gamma, delta=delta)
-    n = r1cs.domain_size
-    log_n = n.bit_length() - 1
-    k = r1cs.n_inputs
-    nv = r1cs.n_vars
-    w_int = domain_root_int(log_n)
-    tau_m, alpha_m, beta_m, omega_m, ginv_m, dinv_m = fr_ints_to_mont(
-        [tau, alpha, beta, w_int, pow(gamma, -1, R_MOD), pow(delta, -1, R_MOD)])
-
-    # QAP evaluations at τ
-    lag = nat.lagrange_coeffs(tau_m, omega_m, n, threads=threads)
-    u, v, w = (nat.spmv_t(M.indptr, M.cols, M.vals, lag, nv, threads=threads)
-               for M in (r1cs.A, r1cs.B, r1cs.C))
-    del lag
-    ic_s = nat.qap_combine(u[:k], v[:k], w[:k], alpha_m, beta_m, ginv_m, threads=threads)
-    l_s = nat.qap_combine(u[k:], v[k:], w[k:], alpha_m, beta_m, dinv_m, threads=threads)
-    da, dbi, dba = r1cs.densities()
-    a_s = np.concatenate([u[:k], u[k:][da.to_bools()]])
-    b_s = np.concatenate([v[:k][dbi.to_bools()], v[k:][dba.to_bools()]])
-    del u, v, w
-    zt = (pow(tau, n, R_MOD) - 1) % R_MOD
-    h_first = fr_ints_to_mont([zt * pow(delta, -1, R_MOD) % R_MOD])[0]
-    h_s = nat.geometric(h_first, tau_m, n - 1, threads=threads)
-    tick()
-
-    for what, arr in (("IC", ic_s), ("L", l_s)):
-        i = _first_zero(arr)
-        if i >= 0:
-            raise ValueError(f"{what}[{i}] is the point at infinity: the variable is "
-                             "unconstrained (or the toxic waste is degenerate)")
-    for what, arr in (("A", a_s), ("B", b_s)):
-        i = _first_zero(arr)
-        if i >= 0:
-            raise ValueError(f"{what} query entry {i}: QAP evaluation is 0 at tau for a "
-                             "variable that occurs in the matrix; choose other toxic waste")
-
+    s1, s2, sizes = _exponents(r1cs, tau, alpha, beta, gamma, delta, threads, tick)
     tick()
     # one fixed-base pass per group; the ProvingKey arrays are row slices of its output
-    vk1 = fr_ints_to_mont([alpha, beta, delta])
-    vk2 = fr_ints_to_mont([beta, gamma, delta])
-    parts1 = [vk1, ic_s, h_s, l_s, a_s, b_s]
-    g1 = _fixed_base_pass("g1", np.concatenate(parts1), backend, threads)
-    del parts1
+    g1 = _fixed_base_pass("g1", s1, backend, threads)
+    del s1
     tick()
-    g2 = _fixed_base_pass("g2", np.concatenate([vk2, b_s]), backend, threads)
+    g2 = _fixed_base_pass("g2", s2, backend, threads)
     tick()
-    offs = np.cumsum([0, 3, ic_s.shape[0], h_s.shape[0], l_s.shape[0], a_s.shape[0],
-                      b_s.shape[0]])
-    sl = [g1[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+    offs = np.cumsum((0,) + sizes).tolist()
+    sl = [g1[offs[i]:offs[i + 1]] for i in range(6)]
     vk = VerifyingKey(alpha_g1=sl[0][0], beta_g1=sl[0][1], beta_g2=g2[0], gamma_g2=g2[1],
                       delta_g1=sl[0][2], delta_g2=g2[2], ic=sl[1])
     return ProvingKey(vk, h=sl[2], l=sl[3], a=sl[4], b_g1=sl[5], b_g2=g2[3:])

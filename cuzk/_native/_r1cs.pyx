@@ -25,7 +25,8 @@ bind_shared_pool()  # one CPU pool and thread budget for all native modules (_po
 
 __all__ = [
     "spmv", "spmv_t", "fix_pivots", "geometric", "lagrange_coeffs", "qap_combine",
-    "fr_first_unreduced", "first_unsatisfied", "fixed_base_mul", "fixed_base_window",
+    "fr_first_unreduced", "fr_first_zero", "first_unsatisfied", "fixed_base_mul",
+    "fixed_base_window", "column_bits", "gather_rows",
 ]
 
 
@@ -55,7 +56,20 @@ cdef extern from "cuzk/r1cs.hpp" nogil:
                                                   const fr_t& alpha, const fr_t& beta,
                                                   const fr_t& s, size_t n, fr_t* out,
                                                   size_t threads)
-    int64_t c_fr_first_unreduced "cuzk::r1cs::fr_first_unreduced"(const uint64_t* limbs, size_t n)
+    int64_t c_fr_first_unreduced "cuzk::r1cs::fr_first_unreduced"(const uint64_t* limbs, size_t n,
+                                                                   size_t threads)
+    int64_t c_fr_first_zero "cuzk::r1cs::fr_first_zero"(const fr_t* a, size_t n, size_t threads)
+    size_t c_gather_rows "cuzk::r1cs::gather_rows"(const fr_t* src, const uint64_t* words,
+                                                   size_t n_bits, fr_t* out, size_t out_rows,
+                                                   size_t threads)
+    void c_column_bits "cuzk::r1cs::column_bits"(const uint32_t* cols, const fr_t* vals,
+                                                  size_t nnz, size_t j0, size_t j1,
+                                                  uint64_t* words, size_t threads)
+    int64_t c_first_decrease "cuzk::r1cs::first_decrease"(const int64_t* a, size_t n,
+                                                           size_t threads)
+    int64_t c_first_col_at_least "cuzk::r1cs::first_col_at_least"(const uint32_t* cols,
+                                                                   size_t nnz, uint64_t n_cols,
+                                                                   size_t threads)
     int64_t c_first_unsatisfied "cuzk::r1cs::first_unsatisfied"(const fr_t* a, const fr_t* b,
                                                                  const fr_t* c, size_t m,
                                                                  size_t threads)
@@ -108,7 +122,7 @@ cdef object _out_fr(object out, size_t n, str name="out"):
     return out
 
 
-cdef tuple _csr(object indptr, object cols, object vals, object n_cols):
+cdef tuple _csr(object indptr, object cols, object vals, object n_cols, size_t threads):
     if not (isinstance(indptr, np.ndarray) and indptr.dtype == np.int64 and indptr.ndim == 1
             and indptr.flags.c_contiguous and indptr.shape[0] >= 1):
         raise ValueError("indptr must be a C-contiguous int64 array of shape (m+1,)")
@@ -119,12 +133,20 @@ cdef tuple _csr(object indptr, object cols, object vals, object n_cols):
     nnz = cols.shape[0]
     if indptr[0] != 0 or indptr[indptr.shape[0] - 1] != nnz:
         raise ValueError("indptr must start at 0 and end at nnz")
-    if indptr.shape[0] > 1:
-        bad = np.flatnonzero(np.diff(indptr) < 0)
-        if bad.size:
-            raise ValueError(f"indptr decreases at row {int(bad[0])}")
-    if nnz and int(cols.max()) >= n_cols:
-        raise ValueError(f"cols[{int(np.argmax(cols >= n_cols))}] >= {n_cols} (out of range)")
+    cdef const int64_t[::1] ip = indptr
+    cdef const uint32_t[::1] cc = cols
+    cdef size_t n_ip = indptr.shape[0], n_cc = nnz
+    cdef uint64_t nc = <uint64_t>min(int(n_cols), 2**64 - 1)
+    cdef int64_t bad
+    with nogil:
+        bad = c_first_decrease(&ip[0], n_ip, threads)
+    if bad >= 0:
+        raise ValueError(f"indptr decreases at row {bad - 1}")
+    if nnz:
+        with nogil:
+            bad = c_first_col_at_least(&cc[0], n_cc, nc, threads)
+        if bad >= 0:
+            raise ValueError(f"cols[{bad}] >= {n_cols} (out of range)")
     return indptr, cols, vals, <size_t>(indptr.shape[0] - 1)
 
 
@@ -137,7 +159,7 @@ def spmv(indptr, cols, vals, z, out=None, threads=None):
     """
     cdef size_t m, t = _threads(threads)
     _fr_array(z, "z")
-    indptr, cols, vals, m = _csr(indptr, cols, vals, z.shape[0])
+    indptr, cols, vals, m = _csr(indptr, cols, vals, z.shape[0], t)
     out = _out_fr(out, m)
     cdef int64_t[::1] ip = indptr
     cdef uint32_t[::1] cc = cols
@@ -162,7 +184,7 @@ def spmv_t(indptr, cols, vals, y, n_vars, out=None, threads=None):
     ``y`` needs at least m rows.  Returns ``out`` (n_vars, 4).
     """
     cdef size_t m, t = _threads(threads), nv = int(n_vars)
-    indptr, cols, vals, m = _csr(indptr, cols, vals, nv)
+    indptr, cols, vals, m = _csr(indptr, cols, vals, nv, t)
     _fr_array(y, "y")
     if <size_t>y.shape[0] < m:
         raise ValueError(f"y has {y.shape[0]} rows, the matrix has {m}")
@@ -191,7 +213,7 @@ def fix_pivots(indptr, cols, vals, z, a, b, threads=None):
     """
     cdef size_t m, t = _threads(threads)
     _fr_array(z, "z")
-    indptr, cols, vals, m = _csr(indptr, cols, vals, z.shape[0])
+    indptr, cols, vals, m = _csr(indptr, cols, vals, z.shape[0], t)
     if not vals.flags.writeable:
         raise ValueError("vals must be writable")
     _fr_array(a, "a", m)
@@ -212,12 +234,12 @@ def fix_pivots(indptr, cols, vals, z, a, b, threads=None):
         raise ValueError(f"row {bad}: pivot variable does not have value 1")
 
 
-def geometric(first, ratio, n, threads=None):
-    """``out[i] = first·ratio^i`` for i < n (Fr, Montgomery); returns (n, 4)."""
+def geometric(first, ratio, n, threads=None, out=None):
+    """``out[i] = first·ratio^i`` for i < n (Fr, Montgomery); returns ``out`` (n, 4)."""
     cdef size_t nn = int(n), t = _threads(threads)
     f = _fr_scalar(first, "first")
     r = _fr_scalar(ratio, "ratio")
-    out = np.empty((nn, 4), dtype=np.uint64)
+    out = _out_fr(out, nn)
     if nn == 0:
         return out
     cdef uint64_t[::1] ff = f
@@ -251,8 +273,8 @@ def lagrange_coeffs(tau, omega, n, threads=None):
     return out
 
 
-def qap_combine(u, v, w, alpha, beta, s, threads=None):
-    """``out[j] = (β·u_j + α·v_j + w_j)·s`` (Fr, Montgomery); returns (n, 4)."""
+def qap_combine(u, v, w, alpha, beta, s, threads=None, out=None):
+    """``out[j] = (β·u_j + α·v_j + w_j)·s`` (Fr, Montgomery); returns ``out`` (n, 4)."""
     cdef size_t t = _threads(threads)
     _fr_array(u, "u")
     cdef size_t n = u.shape[0]
@@ -261,7 +283,7 @@ def qap_combine(u, v, w, alpha, beta, s, threads=None):
     al = _fr_scalar(alpha, "alpha")
     be = _fr_scalar(beta, "beta")
     ss = _fr_scalar(s, "s")
-    out = np.empty((n, 4), dtype=np.uint64)
+    out = _out_fr(out, n)
     if n == 0:
         return out
     cdef uint64_t[:, ::1] uu = u
@@ -278,17 +300,93 @@ def qap_combine(u, v, w, alpha, beta, s, threads=None):
     return out
 
 
-def fr_first_unreduced(a):
+def fr_first_unreduced(a, threads=None):
     """Index of the first row of the (n, 4) uint64 array ``a`` that is ≥ r, or -1."""
+    cdef size_t t = _threads(threads)
     _fr_array(a, "a")
     cdef size_t n = a.shape[0]
     if n == 0:
         return -1
-    cdef uint64_t[:, ::1] aa = a
+    cdef const uint64_t[:, ::1] aa = a
     cdef int64_t r
     with nogil:
-        r = c_fr_first_unreduced(&aa[0, 0], n)
+        r = c_fr_first_unreduced(&aa[0, 0], n, t)
     return int(r)
+
+
+def fr_first_zero(a, threads=None):
+    """Index of the first all-zero row of the (n, 4) uint64 array ``a``, or -1."""
+    cdef size_t t = _threads(threads)
+    _fr_array(a, "a")
+    cdef size_t n = a.shape[0]
+    if n == 0:
+        return -1
+    cdef const uint64_t[:, ::1] aa = a
+    cdef int64_t r
+    with nogil:
+        r = c_fr_first_zero(<const fr_t*>&aa[0, 0], n, t)
+    return int(r)
+
+
+def column_bits(cols, vals, lo, hi, threads=None):
+    """Density of the columns ``lo <= j < hi`` of a sparse matrix (``cols`` uint32 (nnz,),
+    ``vals`` uint64 (nnz, 4)): bit ``j − lo`` of the returned uint64 words (⌈(hi − lo)/64⌉) is
+    set iff some entry of column j has a non-zero coefficient (bits past hi − lo clear)."""
+    cdef size_t t = _threads(threads)
+    if not (isinstance(cols, np.ndarray) and cols.dtype == np.uint32 and cols.ndim == 1
+            and cols.flags.c_contiguous):
+        raise ValueError("cols must be a C-contiguous uint32 array of shape (nnz,)")
+    _fr_array(vals, "vals", cols.shape[0])
+    cdef size_t j0 = int(lo), j1 = int(hi), nnz = cols.shape[0]
+    if j1 < j0 or j1 > 2**32:
+        raise ValueError(f"need 0 <= lo <= hi <= 2^32, got {lo}, {hi}")
+    words = np.zeros((j1 - j0 + 63) // 64, dtype=np.uint64)
+    if words.shape[0] == 0 or nnz == 0:
+        return words
+    cdef const uint32_t[::1] cc = cols
+    cdef const uint64_t[:, ::1] vv = vals
+    cdef uint64_t[::1] ww = words
+    with nogil:
+        c_column_bits(&cc[0], <const fr_t*>&vv[0, 0], nnz, j0, j1, &ww[0], t)
+    return words
+
+
+def gather_rows(src, words, n_bits, out=None, threads=None):
+    """``src[i]`` for the set bits i < n_bits of the bit vector ``words`` (uint64, bit i is
+    ``words[i // 64] >> (i % 64) & 1``), in order: ``src[mask]`` without the mask.  ``src`` is
+    uint64 (≥ n_bits, 4); ``out`` (popcount, 4) when given.  Returns ``out``."""
+    cdef size_t t = _threads(threads), nb = int(n_bits)
+    _fr_array(src, "src")
+    if <size_t>src.shape[0] < nb:
+        raise ValueError(f"src has {src.shape[0]} rows, fewer than n_bits = {nb}")
+    words = np.ascontiguousarray(words, dtype=np.uint64).reshape(-1)
+    if <size_t>words.shape[0] != (nb + 63) // 64:
+        raise ValueError(f"{nb} bits need {(nb + 63) // 64} words, got {words.shape[0]}")
+    cdef const uint64_t[::1] ww = words
+    cdef size_t cnt
+    if out is None:
+        if nb:
+            with nogil:
+                cnt = c_gather_rows(NULL, &ww[0], nb, NULL, <size_t>-1, t)   # count only
+        else:
+            cnt = 0
+        out = np.empty((cnt, 4), dtype=np.uint64)
+    _fr_array(out, "out")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable")
+    cdef size_t rows = out.shape[0]
+    if nb == 0:
+        if rows:
+            raise ValueError(f"out has {rows} rows, the bit vector sets 0")
+        return out
+    cdef const uint64_t[:, ::1] ss = src
+    cdef uint64_t[:, ::1] oo = out
+    cdef fr_t* po = <fr_t*>&oo[0, 0] if rows else NULL
+    with nogil:
+        cnt = c_gather_rows(<const fr_t*>&ss[0, 0], &ww[0], nb, po, rows, t)
+    if cnt != rows:
+        raise ValueError(f"out has {rows} rows, the bit vector sets {cnt}")
+    return out
 
 
 def first_unsatisfied(a, b, c, threads=None):

@@ -32,14 +32,43 @@ __attribute__((noinline)) void to_affine_batch(affine_t<C>* out, const jacobian_
 
 // ---- sparse products --------------------------------------------------------------------
 
+// Prefetch the (up to two) cache lines of one Fr element (32 bytes, 16-byte aligned rows of a
+// NumPy array may straddle a line).
+static inline void prefetch_fr(const fr_t* p, bool write) {
+    const char* c = reinterpret_cast<const char*>(p);
+    if (write) { __builtin_prefetch(c, 1); __builtin_prefetch(c + sizeof(fr_t) - 1, 1); }
+    else { __builtin_prefetch(c, 0); __builtin_prefetch(c + sizeof(fr_t) - 1, 0); }
+}
+
+// fn(k) for every k < nnz with j0 <= cols[k] < j1, in increasing k.  64 entries at a time
+// through a bit mask (a branch-free compare the compiler vectorizes): a thread that owns 1/T
+// of the columns pays well under a nanosecond per entry it skips.
+template <class Fn>
+inline void for_cols_in(const uint32_t* cols, size_t nnz, size_t j0, size_t j1, Fn&& fn) {
+    if (j1 <= j0) return;
+    const uint32_t lo = (uint32_t)j0, w = (uint32_t)(j1 - j0);
+    size_t k = 0;
+    for (; k + 64 <= nnz; k += 64) {
+        uint64_t m = 0;
+        for (unsigned q = 0; q < 64; q++) m |= uint64_t(uint32_t(cols[k + q] - lo) < w) << q;
+        while (m) { fn(k + (size_t)__builtin_ctzll(m)); m &= m - 1; }
+    }
+    for (; k < nnz; k++)
+        if (uint32_t(cols[k] - lo) < w) fn(k);
+}
+
 // out[i] = Σ_k vals[k]·z[cols[k]] over row i.  Unit coefficients (the common case) skip the
-// product: 1 Fr add instead of 1 Fr mul + add.
+// product: 1 Fr add instead of 1 Fr mul + add.  The gathers z[cols[k]] are random: the entry
+// kPrefetch ahead is prefetched so that several misses are in flight per thread.
 inline void spmv(const int64_t* indptr, const uint32_t* cols, const fr_t* vals, size_t m,
                  const fr_t* z, fr_t* out, size_t threads) {
+    constexpr int64_t kPrefetch = 24;
     parallel_for(m, threads, 4096, [&](size_t b, size_t e, size_t) {
+        const int64_t kend = indptr[e];
         for (size_t i = b; i < e; i++) {
             fr_t acc = fr_t::zero();
             for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
+                if (k + kPrefetch < kend) prefetch_fr(&z[cols[k + kPrefetch]], false);
                 const fr_t& c = vals[k];
                 const fr_t& x = z[cols[k]];
                 acc += c.is_one() ? x : c * x;
@@ -51,24 +80,83 @@ inline void spmv(const int64_t* indptr, const uint32_t* cols, const fr_t* vals, 
 
 // Transposed product: out[j] = Σ_{(i,k): cols[k]=j} vals[k]·y[i]  for j < n_vars.
 // With y = Lagrange coefficients at τ this is the QAP evaluation u_j(τ) (v_j, w_j for B, C).
-// Parallel without a transpose: thread t owns the column range [j0, j1) and scans all
-// entries, multiplying only its own — O(T·nnz) index reads, O(nnz) field products, no
-// scratch beyond out.
+// Parallel without a transpose: thread t owns the column range [j0, j1) and scans all column
+// indices (for_cols_in), multiplying only its own entries — O(T·nnz) index reads, O(nnz) field
+// products, no scratch beyond out.  The out[] line of an entry is prefetched a few entries
+// before its sum.
 inline void spmv_t(const int64_t* indptr, const uint32_t* cols, const fr_t* vals, size_t m,
                    const fr_t* y, size_t n_vars, fr_t* out, size_t threads) {
     size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (n_vars + 1023) / 1024));
+    const size_t nnz = (size_t)indptr[m];
     parallel_chunks(n_vars, T, [&](size_t j0, size_t j1, size_t) {
         for (size_t j = j0; j < j1; j++) out[j] = fr_t::zero();
-        for (size_t i = 0; i < m; i++) {
-            const fr_t& yi = y[i];
-            for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
-                size_t j = cols[k];
-                if (j < j0 || j >= j1) continue;
-                const fr_t& c = vals[k];
-                out[j] += c.is_one() ? yi : c * yi;
-            }
-        }
+        // a ring of the last kRing hits: out[] prefetched when a hit is found, summed kRing
+        // hits later
+        constexpr size_t kRing = 32;
+        size_t hk[kRing], hr[kRing], nh = 0, row = 0;
+        auto sum = [&](size_t h) {
+            const fr_t& c = vals[hk[h]];
+            const fr_t& yi = y[hr[h]];
+            out[cols[hk[h]]] += c.is_one() ? yi : c * yi;
+        };
+        for_cols_in(cols, nnz, j0, j1, [&](size_t k) {
+            while ((size_t)indptr[row + 1] <= k) row++;
+            const size_t h = nh++ % kRing;
+            if (nh > kRing) sum(h);
+            prefetch_fr(&out[cols[k]], false);
+            hk[h] = k;
+            hr[h] = row;
+        });
+        for (size_t i = nh > kRing ? nh - kRing : 0; i < nh; i++) sum(i % kRing);
     });
+}
+
+// Bit (j − j0) of words (⌈(j1 − j0)/64⌉ of them, all written) is set iff column j ∈ [j0, j1)
+// occurs with a non-zero coefficient (a density: bellperson's DensityTracker).  Threads own
+// word ranges and scan all column indices.
+inline void column_bits(const uint32_t* cols, const fr_t* vals, size_t nnz, size_t j0,
+                        size_t j1, uint64_t* words, size_t threads) {
+    const size_t nw = (j1 - j0 + 63) / 64;
+    size_t T = std::max<size_t>(1, std::min(resolve_threads(threads), (nw + 255) / 256));
+    parallel_chunks(nw, T, [&](size_t w0, size_t w1, size_t) {
+        for (size_t w = w0; w < w1; w++) words[w] = 0;
+        for_cols_in(cols, nnz, j0 + 64 * w0, std::min(j1, j0 + 64 * w1), [&](size_t k) {
+            if (vals[k].is_zero()) return;
+            const size_t b = cols[k] - j0;
+            words[b >> 6] |= 1ULL << (b & 63);
+        });
+    });
+}
+
+// First i in [1, n) with a[i] < a[i − 1], or -1 (a CSR indptr must not decrease).
+inline int64_t first_decrease(const int64_t* a, size_t n, size_t threads) {
+    std::vector<int64_t> bad(resolve_threads(threads) + 1, -1);
+    if (n < 2) return -1;
+    parallel_for(n - 1, threads, 1 << 16, [&](size_t b, size_t e, size_t t) {
+        for (size_t i = b; i < e; i++)
+            if (a[i + 1] < a[i]) { bad[t] = (int64_t)(i + 1); return; }
+    });
+    int64_t first = -1;
+    for (int64_t v : bad)
+        if (v >= 0 && (first < 0 || v < first)) first = v;
+    return first;
+}
+
+// First k with cols[k] >= n_cols, or -1.
+inline int64_t first_col_at_least(const uint32_t* cols, size_t nnz, uint64_t n_cols,
+                                  size_t threads) {
+    std::vector<int64_t> bad(resolve_threads(threads) + 1, -1);
+    parallel_for(nnz, threads, 1 << 16, [&](size_t b, size_t e, size_t t) {
+        uint32_t mx = 0;
+        for (size_t k = b; k < e; k++) mx = std::max(mx, cols[k]);   // vectorizes
+        if (mx < n_cols) return;
+        for (size_t k = b; k < e; k++)
+            if (cols[k] >= n_cols) { bad[t] = (int64_t)k; return; }
+    });
+    int64_t first = -1;
+    for (int64_t v : bad)
+        if (v >= 0 && (first < 0 || v < first)) first = v;
+    return first;
 }
 
 // Synthetic-circuit helper: for every non-empty row i of C, rewrite the first coefficient so
@@ -151,10 +239,57 @@ inline void qap_combine(const fr_t* u, const fr_t* v, const fr_t* w, const fr_t&
 }
 
 // First index i < n with limbs[i] >= r (not a reduced Fr representative), or -1.
-inline int64_t fr_first_unreduced(const uint64_t* limbs, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!fr_t::is_canonical(limbs + 4 * i)) return (int64_t)i;
-    return -1;
+inline int64_t fr_first_unreduced(const uint64_t* limbs, size_t n, size_t threads) {
+    std::vector<int64_t> bad(resolve_threads(threads) + 1, -1);
+    parallel_for(n, threads, 1 << 16, [&](size_t b, size_t e, size_t t) {
+        for (size_t i = b; i < e; i++)
+            if (!fr_t::is_canonical(limbs + 4 * i)) { bad[t] = (int64_t)i; return; }
+    });
+    int64_t first = -1;
+    for (int64_t v : bad)
+        if (v >= 0 && (first < 0 || v < first)) first = v;
+    return first;
+}
+
+// First index i < n with a[i] == 0, or -1 (a point at infinity among keygen's exponents).
+inline int64_t fr_first_zero(const fr_t* a, size_t n, size_t threads) {
+    std::vector<int64_t> bad(resolve_threads(threads) + 1, -1);
+    parallel_for(n, threads, 1 << 16, [&](size_t b, size_t e, size_t t) {
+        for (size_t i = b; i < e; i++)
+            if (a[i].is_zero()) { bad[t] = (int64_t)i; return; }
+    });
+    int64_t first = -1;
+    for (int64_t v : bad)
+        if (v >= 0 && (first < 0 || v < first)) first = v;
+    return first;
+}
+
+// Density compaction: out = the rows src[i], i < n_bits, whose bit i is set in words, in order
+// (keygen's A and B queries).  Two passes over word chunks (popcounts, then copies), the same
+// chunks in both.  Returns the set bits; writes nothing unless that equals out_rows.
+inline size_t gather_rows(const fr_t* src, const uint64_t* words, size_t n_bits, fr_t* out,
+                          size_t out_rows, size_t threads) {
+    const size_t nw = (n_bits + 63) / 64;
+    if (nw == 0) return 0;
+    const size_t parts = std::max<size_t>(1, std::min(resolve_threads(threads), (nw + 1023) / 1024));
+    auto live = [&](size_t w) {
+        const size_t nb = std::min<size_t>(64, n_bits - w * 64);
+        return words[w] & (nb == 64 ? ~0ULL : (1ULL << nb) - 1);
+    };
+    std::vector<size_t> start(parts + 1, 0);
+    parallel_chunks(nw, parts, [&](size_t w0, size_t w1, size_t p) {
+        size_t c = 0;
+        for (size_t w = w0; w < w1; w++) c += (size_t)__builtin_popcountll(live(w));
+        start[p + 1] = c;
+    });
+    for (size_t p = 0; p < parts; p++) start[p + 1] += start[p];
+    if (start[parts] != out_rows) return start[parts];
+    parallel_chunks(nw, parts, [&](size_t w0, size_t w1, size_t p) {
+        fr_t* o = out + start[p];
+        for (size_t w = w0; w < w1; w++)
+            for (uint64_t m = live(w); m; m &= m - 1) *o++ = src[w * 64 + (size_t)__builtin_ctzll(m)];
+    });
+    return start[parts];
 }
 
 // ---- fixed-base batch scalar multiplication -------------------------------------------------
