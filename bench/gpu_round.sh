@@ -4,7 +4,9 @@
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
-# Next: ENG27_MODES=two-lock ENG27_OPTS="--thread-share split,adaptive" eng27 (adaptive predicted 16.8 -> ~16.4 s).
+# Next: tests (first GPU run of 8f46591's pinned fixed-base keygen, cuzk.Prover), then
+#   ENG27_MODES=two-lock ENG27_OPTS="--thread-share split,adaptive" eng27 (adaptive predicted 16.8 -> ~16.4 s;
+#   keygen predicted 89 -> ~20 s, assignment 11.4 -> ~3 s).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
