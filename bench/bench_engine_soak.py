@@ -24,6 +24,7 @@ import sys
 import time
 
 import cuzk
+from cuzk._engine._bench import rss_bytes
 
 __all__ = ["rss_bytes", "pool_bytes", "verdict", "verdict_line", "run_soak", "format_samples",
            "main"]
@@ -36,13 +37,6 @@ FLAT_FRACTION = 0.02
 WARMUP_FRACTION = 0.10
 #: the quantities sampled (``sample[name]`` in bytes; the pool ones are None on the CPU)
 QUANTITIES = ("rss", "pool_used", "pool_reserved")
-
-
-def rss_bytes():
-    """Resident set size of this process (/proc/self/statm: pages x page size)."""
-    with open("/proc/self/statm") as f:
-        resident = int(f.read().split()[1])
-    return resident * os.sysconf("SC_PAGE_SIZE")
 
 
 def pool_bytes(eng):

@@ -273,6 +273,8 @@ def test_bench_cli_single(tmp_path, capsys):
     (row,) = doc["single"]
     assert row["path"] == "cpu" and row["runs"] == 2 and row["verified"]
     assert row["wall_median_s"] > 0 and row["stage_median_s"]["prep_msm"] >= 0
+    assert isinstance(row["host_extra_bytes"], int) and row["host_extra_bytes"] >= 0
+    assert row["host_staging_bytes"] == 0 and "host+ GiB" in out     # the CPU has no ring
     assert len(doc["results"]) == 1
     rc = main(base + ["--lock-mode", "none", "--single", "2", "--json", str(tmp_path / "b.json")])
     doc2 = json.loads((tmp_path / "b.json").read_text())
@@ -389,3 +391,20 @@ def test_adaptive_splits_threads_beside_another_host_stage():
         f1.result(TIMEOUT)
         f2.result(TIMEOUT)
     assert [t for t, _, _ in st.log] == [4, 2], st.log
+
+
+def test_rss_peak_sees_a_transient_allocation():
+    """RssPeak: memory allocated and freed inside the block counts (its peak), memory that was
+    there before does not."""
+    import numpy as np
+    from cuzk._engine._bench import RssPeak
+    before = np.ones(32 << 20, np.uint8)          # resident before the block: not counted
+    with RssPeak(every=0.001) as p:
+        tmp = np.ones(96 << 20, np.uint8)          # touched: resident
+        threading.Event().wait(0.02)
+        del tmp
+    assert p.extra is not None and p.extra >= 64 << 20, p.extra
+    with RssPeak() as q:
+        pass
+    assert q.extra is not None and q.extra < 32 << 20
+    del before

@@ -12,14 +12,15 @@ import os
 import platform
 import random
 import sys
+import threading
 import time
 
 from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
 __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
-           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table", "bench_single", "format_single_table",
-           "run_engine_bench"]
+           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table", "bench_single",
+           "format_single_table", "rss_bytes", "RssPeak", "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
@@ -200,6 +201,43 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     return rows
 
 
+def rss_bytes():
+    """Resident set size of this process (/proc/self/statm: pages x page size)."""
+    with open("/proc/self/statm") as f:
+        resident = int(f.read().split()[1])
+    return resident * os.sysconf("SC_PAGE_SIZE")
+
+
+class RssPeak:
+    """``with RssPeak() as p: ...``: ``p.extra`` = the highest RSS seen while the block ran
+    (sampled every ``every`` seconds by a thread, and at both ends) minus the RSS at entry;
+    None where /proc/self/statm does not exist."""
+
+    def __init__(self, every=0.005):
+        self.every, self.extra = every, None
+        self._stop = threading.Event()
+
+    def _run(self):
+        while not self._stop.wait(self.every):
+            self._peak = max(self._peak, rss_bytes())
+
+    def __enter__(self):
+        try:
+            self._base = self._peak = rss_bytes()
+        except OSError:
+            self._base = None
+            return self
+        self._thread = threading.Thread(target=self._run, name="cuzk-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._base is not None:
+            self._stop.set()
+            self._thread.join()
+            self.extra = max(self._peak, rss_bytes()) - self._base
+
+
 def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, quiet=False,
                  stage_options=None, circuit=None):
     """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove``: one worker, no
@@ -230,19 +268,27 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
                 if not quiet:
                     print(f"  single-lg{log_n}-{path}: {runs} partitions ...", file=sys.stderr)
                 st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
-                walls, times, proofs = [], {}, []
+                walls, times, proofs, extras = [], {}, [], []
                 for r, s in rs[:runs]:
                     t0 = time.perf_counter()
-                    proof, t = st.prove_one(key, asg, ctx, r, s, verify=True)
+                    with RssPeak() as peak:
+                        proof, t = st.prove_one(key, asg, ctx, r, s, verify=True)
                     walls.append(time.perf_counter() - t0)
+                    extras.append(peak.extra)
                     proofs.append(proof)
                     for k, v in t.items():
                         if isinstance(v, float):
                             times.setdefault(k, []).append(v)
                 if not quiet:
                     print(f"  single-lg{log_n}-{path}: wall {median(walls):.3f} s", file=sys.stderr)
+                staging = getattr(getattr(ctx, "staging", None), "allocated", 0)
                 rows.append({"path": path, "log_n": log_n, "runs": runs, "backend": st.name,
                              "device": st.device_label, "wall_median_s": median(walls),
+                             # host bytes a partition adds beyond its inputs: the RSS peak of
+                             # the call over its start, plus the context's pinned staging
+                             # (allocated once by the warm-up, so already in the start's RSS)
+                             "host_extra_bytes": (None if None in extras else int(median(extras))),
+                             "host_staging_bytes": int(staging),
                              "stage_median_s": {k: median(v) for k, v in times.items()},
                              "verified": True,       # prove_one(verify=True) raised otherwise
                              "sha256": hashlib.sha256(b"".join(proofs)).hexdigest(),
@@ -255,15 +301,21 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
 
 
 def format_single_table(rows):
-    """One line per ``bench_single`` row: path, wall, and the stages that make it up."""
+    """One line per ``bench_single`` row: path, wall, the stages that make it up, and the host
+    memory a partition adds beyond its inputs (RSS peak over the call's start + staging, GiB)."""
     keys = ("validate", "upload", "prep_msm", "region", "gpu:region", "gpu:prep_wait", "epilogue",
             "verify")
-    head = f"{'log_n':>5s} {'path':>7s} {'wall s':>8s} " + " ".join(f"{k:>13s}" for k in keys)
+    head = (f"{'log_n':>5s} {'path':>7s} {'wall s':>8s} " + " ".join(f"{k:>13s}" for k in keys)
+            + f" {'host+ GiB':>9s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         m = r["stage_median_s"]
+        extra = r.get("host_extra_bytes")
+        host = (f"{(extra + r.get('host_staging_bytes', 0)) / 2**30:9.2f}" if extra is not None
+                else f"{'-':>9s}")
         lines.append(f"{r['log_n']:>5d} {r['path']:>7s} {r['wall_median_s']:8.3f} "
-                     + " ".join(f"{m[k]:13.3f}" if k in m else f"{'-':>13s}" for k in keys))
+                     + " ".join(f"{m[k]:13.3f}" if k in m else f"{'-':>13s}" for k in keys)
+                     + f" {host}")
     return "\n".join(lines)
 
 
