@@ -88,7 +88,8 @@ def worker_threads(thread_share, threads, n_workers):
     from .._args import threads_arg
     share, t = thread_share_arg(thread_share), threads_arg(threads)
     if share == "shared":
-        return t          # ("adaptive": the split share, its value when other workers are busy)
+        return t
+    # split, and adaptive's share when other workers are in host stages
     if not t:
         from .._native import _pool
         t = _pool.pool_threads()
