@@ -6,7 +6,8 @@
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
 # Next: tests (first GPU run of 8f46591's pinned fixed-base keygen, cuzk.Prover), then
 #   ENG27_MODES=two-lock ENG27_OPTS="--thread-share split,adaptive" eng27 (adaptive predicted 16.8 -> ~16.4 s;
-#   keygen predicted 89 -> ~20 s, assignment 11.4 -> ~3 s).
+#   keygen predicted 89 -> ~20 s, assignment 11.4 -> ~3 s); seg27 (S = 64/128/256 for the 2^27 H MSM: level 1 is
+#   21.7 ms at S = 64, ~8 partial sums per bucket).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -41,6 +42,9 @@ for step in "${@:-all}"; do
     scat27b) CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --balance flat --scatter-buckets 16,17,18 --no-check --runs 2 --json "$OUT/scat27b.json" 2>&1 \
                 | tee "$OUT/scat27b.log" | grep -v "^ *$" | tail -12 ;;
+    seg27) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform,real_tail --c 20 --k 2 \
+                --segment 64,128,256 --no-check --runs 2 --json "$OUT/seg27.json" 2>&1 \
+                | tee "$OUT/seg27.log" | grep -v "^ *$" | tail -12 ;;
     scat24) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --scatter-buckets 17,19,32 --runs 3 --json "$OUT/scat24.json" 2>&1 \
                 | tee "$OUT/scat24.log" | grep -v "^ *$" | grep -v "^msm " | tail -52 ;;
