@@ -772,8 +772,7 @@ class Engine:
                 else:
                     stage, ws.state = name, name
                     t_stage = tl.now()
-                    entered = self._enter_stage(dev, ctx, name)
-                    with _nvtx.nvtx_range(name), entered:
+                    with _nvtx.nvtx_range(name), self._stage_scope(dev, ctx, name):
                         if name == "prepare":
                             part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s,
                                               upload=False)
@@ -843,6 +842,11 @@ class Engine:
 
     @contextlib.contextmanager
     def _stage_scope(self, dev, ctx, name):
+        """The context of one stage call: under ``adaptive``, the host/region counts (and the
+        stage's thread count, ``ctx.threads``); otherwise nothing."""
+        if self.thread_share != "adaptive":
+            yield
+            return
         host = name in _HOST_STAGES
         gated = name in _GATED_STAGES
         with self._host_cond:
@@ -864,13 +868,6 @@ class Engine:
                 elif name == "sync" or (name == "run" and not ok):
                     dev.regions -= 1     # the region ended (sync), or never began (run failed)
                 self._host_cond.notify_all()
-
-    def _enter_stage(self, dev, ctx, name):
-        """The context of one stage call: under ``adaptive``, the host/region counts (and the
-        stage's thread count, ``ctx.threads``); otherwise nothing."""
-        if self.thread_share != "adaptive":
-            return contextlib.nullcontext()
-        return self._stage_scope(dev, ctx, name)
 
     @staticmethod
     def _stage_args(name, part, seen, sizes=True):
