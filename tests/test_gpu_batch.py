@@ -104,3 +104,17 @@ def test_fixed_base_matches_cpu(rng, group, n, w):
     want = _r1cs.fixed_base_mul(group, km.copy(), threads=0)
     assert np.array_equal(F.fixed_base_mul(None, k, group, window=w), want)
     assert np.array_equal(F.fixed_base_mul(None, km, group, montgomery=True, window=w), want)
+
+
+@pytest.mark.parametrize("group,n,chunk", [("g1", 5000, 1024), ("g1", 4096, 1024), ("g2", 3001, 700)])
+def test_fixed_base_pinned_slots_rotate(rng, monkeypatch, group, n, chunk):
+    """Small chunks, so both pinned slots are reused several times (and the last chunk is
+    short): a slot refilled before its previous chunk's DMA finished would change bytes."""
+    from cuzk import _cuda_fixed_base as F
+    from cuzk._native import _field, _r1cs
+    monkeypatch.setattr(F, "_CHUNK", chunk)
+    k = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    k[:, 3] %= np.uint64(R >> 192)
+    km = _field.to_mont(k, "fr")
+    want = _r1cs.fixed_base_mul(group, km.copy(), threads=0)
+    assert np.array_equal(F.fixed_base_mul(None, km, group, montgomery=True), want)

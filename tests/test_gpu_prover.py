@@ -128,3 +128,15 @@ def test_prover_threads_on_one_key(backend):
     assert not errors, errors[0]
     assert out == want
     assert all(verify(pk.vk, p, public_inputs(asg)) for p in out[:2])
+
+
+@pytest.mark.parametrize("log_n", [10, 14])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_keygen_bytes_equal_cpu(log_n, monkeypatch):
+    """The GPU fixed-base pass (pinned double buffers) gives the CPU keygen's key, byte for
+    byte; small chunks make both pinned slots turn over several times."""
+    from cuzk import _cuda_fixed_base
+    monkeypatch.setattr(_cuda_fixed_base, "_CHUNK", 1000)
+    r1cs, _, _ = porep_like(log_n, log_n)
+    assert keygen_random(r1cs, seed=7, backend="cuda") == keygen_random(r1cs, seed=7, backend="cpu")
