@@ -4,10 +4,7 @@
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
-# Next: tests (first GPU run of 8f46591's pinned fixed-base keygen, cuzk.Prover), then
-#   ENG27_MODES=two-lock ENG27_OPTS="--thread-share split,adaptive" eng27 (adaptive predicted 16.8 -> ~16.4 s;
-#   keygen predicted 89 -> ~20 s, assignment 11.4 -> ~3 s); seg27 (S = 64/128/256 for the 2^27 H MSM: level 1 is
-#   21.7 ms at S = 64, ~8 partial sums per bucket).
+# Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 / ...
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -48,6 +45,13 @@ for step in "${@:-all}"; do
     scat24) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16,20 --k 1,4 \
                 --scatter-buckets 17,19,32 --runs 3 --json "$OUT/scat24.json" 2>&1 \
                 | tee "$OUT/scat24.log" | grep -v "^ *$" | grep -v "^msm " | tail -52 ;;
+    msm20) timeout 200 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' --kinds uniform,bits90 --c auto,12,13,14,15,16 --k 1,2,4,8 \
+                --no-check --runs 7 --json "$OUT/msm20.json" 2>&1 | tee "$OUT/msm20.log" | grep -v "^ *$" | tail -52 ;;
+    eng24ad) timeout 200 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode two-lock \
+                --thread-share split,adaptive --backend cuda --cache-dir memory --json "$OUT/eng24ad.json" 2>&1 \
+                | tee "$OUT/eng24ad.log" | tail -8 ;;
+    upload) timeout 150 python3 bench/bench_upload.py --gib 4 --threads 16,8,4 --chunk-mib 64,16 --json "$OUT/upload.json" 2>&1 \
+                | tee "$OUT/upload.log" | tail -14 ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;
