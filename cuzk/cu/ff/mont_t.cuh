@@ -18,6 +18,19 @@
 // Bound used to drop the carry out of the odd chains: the running value stays
 // < 2p*2^32 < 2^(32(N+1)), and the odd accumulator alone (columns 1..N) is at
 // most that value / 2^32 < 2^(32N).
+//
+// Squaring (sqr(), for moduli with 3p < 2^(32N) and the generic reduction row:
+// Fq): the same frames as the product, but row i adds only the terms whose
+// lower limb index is i, a_i * (a_i 2^(32i) + 2 sum_{j>i} a_j 2^(32j)), i.e.
+// N - i limb products at the frame's columns i..N (the doubling is in the
+// multiplicand: limbs of 2a, which fit since 2p < 2^(32N)).  From row 1 on a
+// row has nothing in column 0, so each frame reduces first (the reduction's odd
+// chain takes the carry of the word-shift merge) and then adds its row as two
+// fresh chains.  N(N+1)/2 + N^2 lo/hi pairs and N m's: 234 IMAD-class for N = 12
+// against the product's 300.  Bound: after frame i the partial square is
+// L(a + H) < 2p 2^(32(i+1)) (L, H: the limbs of a at most / above i), so the
+// running value stays < 3p 2^32 < 2^(32(N+1)); the result is < 2p as for the
+// product, and after the final subtraction the same bytes.
 #pragma once
 #include "ff/carry.cuh"
 
@@ -120,6 +133,13 @@ struct mont_t {
     static constexpr bool LOW_LIMBS_1_FFFF = false;
 #else
     static constexpr bool LOW_LIMBS_1_FFFF = P::mod(0) == 1u && P::mod(1) == 0xffffffffu;
+#endif
+    // Dedicated squaring rows (see the header; Fr: 3p > 2^256, and its reduction row is
+    // the special one, so its sqr() is the product).
+#ifdef CUZK_MONT_SQR_AS_MUL  // development: sqr() is the product, for A/B measurements
+    static constexpr bool SQR_ROWS = false;
+#else
+    static constexpr bool SQR_ROWS = !LOW_LIMBS_1_FFFF && P::mod(N - 1) < 0x55555555u;
 #endif
 
     // Reduction row: m = E[0]*M0; O += m*p_odd; E += m*p_even (E[0] becomes 0).
@@ -246,17 +266,147 @@ struct mont_t {
                 redc_row(e, o);
             }
         }
-        // last row had E = o, O = e: result = e + (o >> 32), < 2p
+        return last_frame(o, e);  // last row had E = o, O = e
+    }
+
+    // The value of the last frame (E: columns 0..N-1 with E[0] == 0, O: columns 1..N)
+    // divided by 2^32, i.e. O + (E >> 32), < 2p; then the final subtraction.
+    static CUZK_DEVICE mont_t last_frame(const uint32_t* E, const uint32_t* O)
+    {
         uint32_t r[N];
-        r[0] = cc::add_cc(e[0], o[1]);
+        r[0] = cc::add_cc(O[0], E[1]);
 #pragma unroll
-        for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(e[k], o[k + 1]);
-        r[N - 1] = cc::addc(e[N - 1], 0);
+        for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(O[k], E[k + 1]);
+        r[N - 1] = cc::addc(O[N - 1], 0);
         return reduce_once(r);
     }
 
+    // (hi << 1) | (lo >> 31).  On the GPU an opaque funnel shift: ptxas would otherwise move
+    // some of these shifts onto the multiplier (IMAD.SHL), the pipe the square is short of.
+    static CUZK_DEVICE uint32_t shl1(uint32_t hi, uint32_t lo)
+    {
+#if defined(__CUDA_ARCH__)
+        uint32_t r;
+        asm("shf.l.clamp.b32 %0, %1, %2, 1;" : "=r"(r) : "r"(lo), "r"(hi));
+        return r;
+#else
+        return (hi << 1) | (lo >> 31);
+#endif
+    }
+
+    // Limb j (j >= i) of row i's multiplicand a_i 2^(32i) + 2 sum_{j>i} a_j 2^(32j), in the
+    // row's frame: a_i, then a_{i+1} << 1 (a_i's top bit belongs to no term of the row),
+    // then the limbs of 2a (a2).
+    static CUZK_DEVICE uint32_t sqr_limb(const uint32_t* a, const uint32_t* a2, int i, int j)
+    {
+        return j == i ? a[i] : j == i + 1 ? a2[j] & ~1u : a2[j];
+    }
+
+    // Row I >= 1 of the square into a frame after its reduction row: the products of even j
+    // (columns j, j+1) on E, those of odd j on O (O[j-1], O[j]), each chain from its first
+    // j >= I; E's carry goes to column N, O's top is the frame's top (carry 0: the bound).
+    template <int I>
+    static CUZK_DEVICE void sqr_row(uint32_t* E, uint32_t* O, const uint32_t* a, const uint32_t* a2)
+    {
+        constexpr int JE = I + (I & 1), JO = I + 1 - (I & 1);  // first even / odd j >= I
+        if constexpr (JE < N) {
+            E[JE] = cc::mad_lo_cc(a[I], sqr_limb(a, a2, I, JE), E[JE]);
+            E[JE + 1] = cc::madc_hi_cc(a[I], sqr_limb(a, a2, I, JE), E[JE + 1]);
+#pragma unroll
+            for (int j = JE + 2; j < N; j += 2) {
+                E[j] = cc::madc_lo_cc(a[I], a2[j], E[j]);
+                E[j + 1] = cc::madc_hi_cc(a[I], a2[j], E[j + 1]);
+            }
+            O[N - 1] = cc::addc(O[N - 1], 0);
+        }
+        if constexpr (JO == N - 1) {
+            O[N - 2] = cc::mad_lo_cc(a[I], sqr_limb(a, a2, I, JO), O[N - 2]);
+            O[N - 1] = cc::madc_hi(a[I], sqr_limb(a, a2, I, JO), O[N - 1]);
+        } else {
+            O[JO - 1] = cc::mad_lo_cc(a[I], sqr_limb(a, a2, I, JO), O[JO - 1]);
+            O[JO] = cc::madc_hi_cc(a[I], sqr_limb(a, a2, I, JO), O[JO]);
+#pragma unroll
+            for (int j = JO + 2; j < N - 1; j += 2) {
+                O[j - 1] = cc::madc_lo_cc(a[I], a2[j], O[j - 1]);
+                O[j] = cc::madc_hi_cc(a[I], a2[j], O[j]);
+            }
+            O[N - 2] = cc::madc_lo_cc(a[I], a2[N - 1], O[N - 2]);
+            O[N - 1] = cc::madc_hi(a[I], a2[N - 1], O[N - 1]);
+        }
+    }
+
+    // Frame I >= 1 of the square.  On entry (previous roles) X[k] holds column k (X[0] == 0)
+    // and Y[k] column k+1; after the shift Y is E (column k) and X, one word down, O (column
+    // k+1), X[1] merged into E[0].  Column 0 gets no product of row I, so it is final: the
+    // reduction row comes first, its odd chain riding the shift (as mul_row's) and taking the
+    // merge's carry, then row I.
+    template <int I>
+    static CUZK_DEVICE void sqr_frame(uint32_t* E /* = Y */, uint32_t* X, const uint32_t* a, const uint32_t* a2)
+    {
+        const uint32_t m = (E[0] + X[1]) * P::M0;  // plain add: no carry-flag read across it
+        E[0] = cc::add_cc(E[0], X[1]);
+#pragma unroll
+        for (int j = 1; j < N - 1; j += 2) {  // O[j-1] (column j) = X[j+1] + lo(m p[j]) ...
+            X[j - 1] = cc::madc_lo_cc(P::mod(j), m, X[j + 1]);
+            X[j] = cc::madc_hi_cc(P::mod(j), m, X[j + 2]);
+        }
+        X[N - 2] = cc::madc_lo_cc(P::mod(N - 1), m, 0);
+        X[N - 1] = cc::madc_hi(P::mod(N - 1), m, 0);  // hi(m p) + 1 < 2^32
+        E[0] = cc::mad_lo_cc(P::mod(0), m, E[0]);     // column 0 becomes 0
+        E[1] = cc::madc_hi_cc(P::mod(0), m, E[1]);
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            E[j] = cc::madc_lo_cc(P::mod(j), m, E[j]);
+            E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
+        }
+        X[N - 1] = cc::addc(X[N - 1], 0);
+        sqr_row<I>(E, X, a, a2);
+    }
+
+    template <int I>
+    static CUZK_DEVICE void sqr_frames(uint32_t* Y, uint32_t* X, const uint32_t* a, const uint32_t* a2)
+    {
+        sqr_frame<I>(Y, X, a, a2);
+        if constexpr (I + 1 < N) sqr_frames<I + 1>(X, Y, a, a2);
+    }
+
+    // a^2 R^-1 mod p with N(N+1)/2 limb products (see the header).
+    static CUZK_DEVICE mont_t sqr_inline(const mont_t& x)
+    {
+        const uint32_t* a = x.l;
+        uint32_t a2[N], e[N], o[N];
+        a2[0] = a[0] << 1;
+#pragma unroll
+        for (int j = 1; j < N; j++) a2[j] = shl1(a[j], a[j - 1]);  // 2a < 2^(32N)
+#pragma unroll
+        for (int j = 0; j < N; j += 2) {  // row 0: fresh accumulators, no overlap
+            const uint32_t de = sqr_limb(a, a2, 0, j), dod = sqr_limb(a, a2, 0, j + 1);
+            e[j] = cc::mul_lo(a[0], de);
+            e[j + 1] = cc::mul_hi(a[0], de);
+            o[j] = cc::mul_lo(a[0], dod);
+            o[j + 1] = cc::mul_hi(a[0], dod);
+        }
+        redc_row(e, o);
+        sqr_frames<1>(o, e, a, a2);
+        return last_frame(o, e);  // N - 1 is odd: the last frame had E = o, O = e
+    }
+#ifdef CUZK_HOST_EMU
+    static __attribute__((noinline)) mont_t sqr_outline(const mont_t a)
+#else
+    static __device__ __noinline__ mont_t sqr_outline(const mont_t a)
+#endif
+    {
+        return sqr_inline(a);
+    }
+
   public:
-    CUZK_DEVICE mont_t sqr() const { return *this * *this; }
+    // a^2 R^-1 mod p, the same bytes as a * a.  Out of line where the product is (P::OUTLINE_MUL).
+    CUZK_DEVICE mont_t sqr() const
+    {
+        if constexpr (!SQR_ROWS) return *this * *this;
+        else if constexpr (outline_mul<P>(0)) return sqr_outline(*this);
+        else return sqr_inline(*this);
+    }
 
     // Montgomery form <-> canonical (both as N limbs).
     CUZK_DEVICE mont_t to_mont() const
