@@ -47,6 +47,11 @@ _GROUPS = ("g1", "g2")
 # segment sums) costs more than the windows it saves, which this cost model does not see.
 _C_MIN, _C_MAX, _C_AUTO_MAX = 2, 24, 16
 _SEGMENT = 64              # default entries per segment (bench: --segment)
+# ... and from _SEGMENT_BIG_ENTRIES entries (n·W) on, _SEGMENT_BIG: H200, G1 2^27 uniform, c = 20,
+# k = 2, flat (1.745 G entries): S = 64/128/256 903.8/898.8/892.3 ms, scratch 12.8/10.3/9.1 GiB;
+# real_tail 2^27 (skewed: few entries) unchanged.  Not measured below 2^30 entries, where
+# fewer, longer chunks could leave threads idle (2^20 at c = 16: ~124 entries per thread).
+_SEGMENT_BIG, _SEGMENT_BIG_ENTRIES = 256, 1 << 30
 # Level 0's work split (bench: --balance): "bucket" = one thread per bucket-relative segment of
 # <= S entries; "flat" = one thread per S consecutive sorted entries, cut at bucket boundaries
 # (msm.cuh chunk_sums), equal work per thread.  Default (``default_balance``), from the H200
@@ -100,6 +105,12 @@ def _cost(n, c, k=1):
     plus the window reduction (2 XYZZ additions per bucket, ~1.5 mixed ones each)."""
     W, Wk = _windows(c, k)
     return n * W + 3 * Wk * (1 << (c - 1))
+
+
+def default_segment(n, W):
+    """Entries per segment S of an MSM of n scalars over W windows: ``_SEGMENT``, or
+    ``_SEGMENT_BIG`` once n·W reaches ``_SEGMENT_BIG_ENTRIES`` (fewer partial sums to reduce)."""
+    return _SEGMENT_BIG if int(n) * int(W) >= _SEGMENT_BIG_ENTRIES else _SEGMENT
 
 
 def window_bits(n, k=1):
@@ -207,7 +218,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     k : int
         Precomputed copies of the bases (``precompute_bases``); 1: none.
     segment : int or None
-        Entries per segment S >= 2 (None: 64).
+        Entries per segment S >= 2 (None: ``default_segment(n, W)``).
     balance : {"bucket", "flat", "affine"} or None
         Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n, c)``); "affine"
         plans exactly as "flat" (the same pieces and levels) and differs only in its kernel.
@@ -222,7 +233,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"group must be one of {_GROUPS}, got {group!r}")
     n = int(n)
     N = n if npoints is None else int(npoints)
-    k, S = int(k), _SEGMENT if segment is None else int(segment)
+    k = int(k)
     if n < 0 or N < 0:
         raise ValueError(f"n and npoints must be >= 0, got {n}, {N}")
     if n >= 1 << 32:
@@ -233,8 +244,6 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         raise ValueError(f"k must be >= 1, got {k}")
     if k * N >= _MAX_INDEX:
         raise ValueError(f"k·npoints = {k * N} >= 2^31: the MSM's entries index points in 31 bits")
-    if S < 2:
-        raise ValueError(f"segment must be >= 2, got {S}")
     c = window_bits(n, k) if c is None else int(c)
     if not _C_MIN <= c <= _C_MAX:
         raise ValueError(f"c must be in {_C_MIN}..{_C_MAX}, got {c}")
@@ -242,6 +251,9 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     if balance not in BALANCES:
         raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
     W, Wk = _windows(c, k)
+    S = default_segment(n, W) if segment is None else int(segment)
+    if S < 2:
+        raise ValueError(f"segment must be >= 2, got {S}")
     if k > W:
         raise ValueError(f"k = {k} copies but only W = {W} windows at c = {c}")
     H = 1 << (c - 1)

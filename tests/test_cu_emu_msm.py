@@ -198,6 +198,8 @@ def test_plan_invariants(gpu_msm):
                 assert p.S ** p.levels >= n * k > p.S ** (p.levels - 1) or (n * k == 1 and p.levels == 1)
                 assert p.H % (p.P * p.segs) == 0 and p.host_rows == p.Wk * p.P
                 assert p.scratch_bytes >= sum(b for _, b in p.buffers)
+                assert p.S == M.default_segment(n, p.W)
+                assert p.S == (M._SEGMENT_BIG if n * p.W >= M._SEGMENT_BIG_ENTRIES else M._SEGMENT)
                 assert dict(p.buffers)["entries"] == 4 * n * p.W
                 assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
     assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
@@ -258,7 +260,8 @@ def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):
 FLAT_CASES = [(kind, 97, 5, 64) for kind in KINDS] + [
     ("uniform", 1, None, 64), ("uniform", 300, 3, 2), ("uniform", 300, 3, 7), ("bits90", 256, 6, 3),
     ("ones", 150, 4, 5), ("equal", 130, 2, 3), ("real_tail", 211, 9, 4), ("single", 64, 11, 2),
-    ("uniform", 200, 12, 64)]   # c = 12 at n = 200: mostly empty buckets, pieces skip them
+    ("uniform", 200, 12, 64),   # c = 12 at n = 200: mostly empty buckets, pieces skip them
+    ("uniform", 2000, 8, 256)]  # the large-MSM segment (default_segment from 2^30 entries)
 
 
 @pytest.mark.parametrize("kind,n,c,segment", FLAT_CASES,

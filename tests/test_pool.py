@@ -284,3 +284,18 @@ def test_stages_from_eight_python_threads_at_once():
         return True
 
     assert all(helpers.run_threaded(work, 8))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 0])
+@pytest.mark.parametrize("m,n", [(0, 5), (1, 1), (4095, 4097), ((1 << 20) + 3, (1 << 20) + 3),
+                                 ((5 << 20) + 7, (9 << 20) + 11), (64 << 20, 64 << 20)])
+def test_copy_into_pieces_cover_every_byte(threads, m, n):
+    """copy_into cuts the copy into pieces by thread count: every source byte lands once at
+    its offset, and the rest of dst is zeroed, for sizes around the 1 MiB/4 KiB rounding."""
+    from cuzk._native import _pool
+    rng = np.random.default_rng(m + n + threads)
+    src = rng.integers(0, 256, size=m, dtype=np.uint8)
+    dst = np.full(n, 0xAB, dtype=np.uint8)
+    _pool.copy_into(dst, src, threads)
+    assert np.array_equal(dst[:m], src)
+    assert not dst[m:].any()

@@ -55,12 +55,14 @@ THREAD_SHARES = ("split", "shared", "adaptive")
 _HOST_STAGES = ("prepare", "upload", "finish")
 #: The host stages a prepare waits for on an idle device (finish is short and ends a partition).
 _GATED_STAGES = ("prepare", "upload")
-#: The default policy, here only (issue 10: the GPU host measures both; flip it here).
-DEFAULT_THREAD_SHARE = "split"
+#: The default policy, here only.  H200 + 16 cores, two-lock, 2 workers, same run: 2^27 10-partition
+#: proof 17.50 s split, 16.47 s adaptive (the first partition prepares and uploads on every
+#: core); 2^24 8 partitions 0.2638 against 0.2646 s/partition (even).  bench/RESULTS.md, session 8.
+DEFAULT_THREAD_SHARE = "adaptive"
 
 
 def thread_share_arg(thread_share):
-    """A thread-share policy name (``split`` or ``shared``, any case); ValueError otherwise."""
+    """A thread-share policy name (one of ``THREAD_SHARES``, any case); ValueError otherwise."""
     if isinstance(thread_share, str) and thread_share.strip().lower() in THREAD_SHARES:
         return thread_share.strip().lower()
     raise ValueError(f"thread_share must be one of {', '.join(THREAD_SHARES)}, "
@@ -72,7 +74,7 @@ def worker_threads(thread_share, threads, n_workers):
 
     Parameters
     ----------
-    thread_share : {"split", "shared"}
+    thread_share : {"split", "shared", "adaptive"}
     threads : int or None
         CPU threads of the whole engine (None/0: the whole CPU pool).
     n_workers : int
@@ -375,11 +377,12 @@ class Engine:
     verify : bool
         Verify every proof before it is returned (``ProofVerificationError`` otherwise).
     thread_share : {"split", "shared", "adaptive"}, keyword-only
-        ``split`` (the default, :data:`DEFAULT_THREAD_SHARE`): each worker's native calls use at
+        ``split``: each worker's native calls use at
         most ``threads // workers`` threads (all devices' workers counted, at least 1).
         ``shared``: each worker's calls may use all ``threads`` (None: the whole pool); the
         pool's job queue shares the cores between concurrent calls, so a worker alone in its
-        host stage gets every core.  ``adaptive``: a host stage started while no other worker
+        host stage gets every core.  ``adaptive`` (the default, :data:`DEFAULT_THREAD_SHARE`):
+        a host stage started while no other worker
         is in one uses all ``threads``, otherwise the split share; and on a device with no
         kernel region running, a worker waits to start its prepare until the device's other
         workers have left prepare and upload (timeline records ``wait``/``host``).
