@@ -52,6 +52,10 @@ for step in "${@:-all}"; do
                 | tee "$OUT/eng24ad.log" | tail -8 ;;
     upload) timeout 150 python3 bench/bench_upload.py --gib 4 --threads 16,8,4 --chunk-mib 64,16 --json "$OUT/upload.json" 2>&1 \
                 | tee "$OUT/upload.log" | tail -14 ;;
+    msmk) timeout 240 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 22 --kinds uniform,bits90 --c 16 --k 4,8,16 \
+                --no-check --runs 5 --json "$OUT/msmk.json" 2>&1 | tee "$OUT/msmk.log" | grep -v "^ *$" | tail -22 ;;
+    msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
+                --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;

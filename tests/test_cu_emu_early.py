@@ -383,3 +383,80 @@ def test_precompute_auto_only_for_lasting_keys(fake, monkeypatch, circuit):
     st2 = CudaStages(threads=2, b_g2="gpu", precompute=3)
     st2.load_key(pk, lasting=False).release()
     assert seen[-1] == 3
+
+
+# ----------------------------------------------------------------------------- streams=2
+
+@pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
+def test_side_stream_same_bytes_and_budget(fake, monkeypatch, circuit, early):
+    """``streams=2``: the batch additions and tail MSMs on the side stream give the CPU bytes on
+    both paths; the timings name the side stream's span and the join, and after the partition
+    only the key stays reserved."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu", precompute=2, streams=2, early_h=early)
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        with_key = pool_buffers(fake)
+        proof, t = st.prove_one(key, asg, ctx, 5, 6, verify=False)
+        assert ctx.budget.used == key.nbytes and pool_buffers(fake) == with_key
+    finally:
+        key.release()
+        ctx.close()
+    assert proof == cpu_proof(pk, asg, 5, 6)
+    assert t["gpu:side"] >= 0 and t["gpu:side_wait"] >= 0 and t["gpu:l:tail"] >= 0
+    assert "gpu:prep_wait" not in t
+    assert ("overlap" in t) == early
+
+
+def test_side_stream_launches_and_join(fake, monkeypatch, circuit):
+    """prepare / run with ``streams=2``: the region's launches are those of ``streams=1`` (same
+    names, same count); NTTs, the row check and the H MSM on the compute stream, every batch
+    addition and tail MSM on the side stream, which first waits for the partition's upload;
+    the compute stream then waits for an event recorded on the side stream after its last
+    launch, and the scratch reserved is H's plus the largest other."""
+    from collections import Counter
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    regions = {}
+    for streams in (1, 2):
+        st = CudaStages(threads=2, b_g2="gpu", streams=streams)
+        ctx = st.context()
+        key = st.load_key(pk)
+        try:
+            part = st.prepare(key, asg, ctx, 1, 2)
+            # (another test may have emptied fake.launches: launch_streams keeps its own count)
+            lo, slo, wlo = len(fake.launches), len(fake.launch_streams), len(fake.waits)
+            st.run(part)
+            hi = len(fake.launches)
+            names = [n for n, *_ in fake.launches[lo:hi]]
+            regions[streams] = (names, fake.launch_streams[slo:slo + hi - lo], fake.waits[wlo:],
+                                ctx, part, lo, hi, st)
+            sizes = [p.scratch_bytes for _, _, p in part.plans]
+            want = sizes[0] + max(sizes[1:]) if streams == 2 else max(sizes)
+            assert part.scratch_reserved == want
+            assert st.finish(part, verify=False) == cpu_proof(pk, asg, 1, 2)
+        finally:
+            key.release()
+            ctx.close()
+    one, two = regions[1][0], regions[2][0]
+    assert Counter(one) == Counter(two)
+    names, streams, waits, ctx, part, lo, hi, st = regions[2]
+    stray = [(n, s) for n, s in zip(regions[1][0], regions[1][1]) if s is not regions[1][3].compute]
+    assert not stray, stray
+    on_side = [n for n, s in zip(names, streams) if s is ctx.side]
+    on_comp = [n for n, s in zip(names, streams) if s is ctx.compute]
+    assert len(on_side) + len(on_comp) == len(names)
+    assert any("batch" in n for n in on_side) and not any("batch" in n for n in on_comp)
+    assert any(n.startswith("cuzk_ntt") for n in on_comp) and not any(n.startswith("cuzk_ntt") for n in on_side)
+    assert "cuzk_fr_abc_check" in on_comp
+    assert on_comp.count("cuzk_msm_windows_g1") == 1            # the H MSM alone
+    assert "cuzk_msm_windows_g2" in on_side                     # the B_G2 tail
+    side_waits = [e for s, e in waits if s is ctx.side]
+    assert side_waits and side_waits[0].recorded[0] is ctx.upload
+    last_side = lo + max(i for i, s in enumerate(streams) if s is ctx.side) + 1
+    joins = [e for s, e in waits if s is ctx.compute and e.recorded[0] is ctx.side]
+    assert joins and joins[-1].recorded[1] >= last_side

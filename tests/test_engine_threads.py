@@ -224,8 +224,10 @@ def test_parse_stage_options():
     assert parse_stage_options("") == {}
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
-    assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2"}
-    for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int")):
+    assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams"}
+    assert parse_stage_options("streams=2") == {"streams": 2}
+    for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int"),
+                     ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2")):
         with pytest.raises(ValueError, match=why):
             parse_stage_options(bad)
 
@@ -408,3 +410,31 @@ def test_rss_peak_sees_a_transient_allocation():
         pass
     assert q.extra is not None and q.extra < 32 << 20
     del before
+
+
+def test_parse_stage_option_sets():
+    from cuzk._engine._bench import parse_stage_option_sets
+    assert parse_stage_option_sets(None) == [{}] and parse_stage_option_sets("") == [{}]
+    assert parse_stage_option_sets("streams=1;streams=2,precompute=2") == [
+        {"streams": 1}, {"streams": 2, "precompute": 2}]
+    with pytest.raises(ValueError, match="not one of"):
+        parse_stage_option_sets("streams=1;warp=9")
+
+
+def test_bench_cli_option_sets_bench_each(tmp_path, capsys):
+    """Several ``--stage-options`` sets (here two empty ones: the CPU backend takes no options)
+    bench every configuration once per set on the same inputs: one table per set, rows and
+    single rows tagged per set, and the bytes of all of them equal."""
+    import json
+    from cuzk._cli import main
+    rc = main(["bench", "--log-n", "4", "--partitions", "2", "--workers-per-gpu", "1", "--backend",
+               "cpu", "--threads", "2", "--cache-dir", "memory", "--lock-mode", "narrow",
+               "--single", "1", "--stage-options", ";", "--json", str(tmp_path / "b.json")])
+    cap = capsys.readouterr()
+    assert rc == 0
+    assert "stage options o0" in cap.out and "stage options o1" in cap.out
+    assert "engine-lg4-narrow-w1-o1" in cap.err and "single-lg4-cpu-o1" in cap.err
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert len(doc["results"]) == 2 and len(doc["single"]) == 2
+    assert all(r["verified"] and r["bytes_match"] for r in doc["results"])
+    assert len({r["sha256"] for r in doc["results"]}) == 1

@@ -140,3 +140,23 @@ def test_cuda_keygen_bytes_equal_cpu(log_n, monkeypatch):
     monkeypatch.setattr(_cuda_fixed_base, "_CHUNK", 1000)
     r1cs, _, _ = porep_like(log_n, log_n)
     assert keygen_random(r1cs, seed=7, backend="cuda") == keygen_random(r1cs, seed=7, backend="cpu")
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_side_stream_bytes_equal_cpu(early):
+    """``streams=2`` (batch additions and tails concurrent with H on a second stream): the CPU
+    backend's bytes at 2^16, on both paths, and the timings name the side stream."""
+    from cuzk._stages._cuda import CudaStages
+    pk, asg = _circuit(16, 16)
+    st = CudaStages(streams=2, early_h=early)
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        got, t = st.prove_one(key, asg, ctx, 31, 32, verify=True)
+    finally:
+        key.release()
+        ctx.close()
+    assert got == prove(pk, asg, 31, 32, backend="cpu")
+    assert t["gpu:side"] > 0 and "gpu:side_wait" in t

@@ -19,7 +19,7 @@ from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
 __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
-           "parse_thread_shares", "job_plan", "bench_engine", "format_engine_table", "bench_single",
+           "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
            "format_single_table", "rss_bytes", "RssPeak", "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
@@ -63,6 +63,14 @@ def parse_workers(text):
             raise ValueError(f"--workers-per-gpu must be >= 1, got {n}")
         out.append(n)
     return list(dict.fromkeys(out))
+
+
+def parse_stage_option_sets(text):
+    """``--stage-options``: one set ``"K=V,K=V"``, or several separated by ``;`` (each benched
+    in turn on the same inputs, e.g. ``"streams=1;streams=2"``) -> a list of dicts (``[{}]``
+    for None or '')."""
+    from .._stages import parse_stage_options
+    return [parse_stage_options(t) for t in str(text or "").split(";")]
 
 
 def parse_thread_shares(text):
@@ -155,9 +163,9 @@ def _randomizers(log_n, seed, count):
 
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
                  threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
-                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None):
+                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None, tag_extra=""):
     """Run every (thread share, workers, mode) configuration on the same P partitions of one
-    size.
+    size (``tag_extra`` ends every configuration's tag and trace file name).
 
     Returns
     -------
@@ -179,6 +187,7 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 tag = f"engine-lg{log_n}-{mode}-w{w}"   # file names: letters, digits, - . _
                 if len(shares) > 1:
                     tag += f"-{share}"
+                tag += tag_extra
                 if not quiet:
                     print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
                 row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace,
@@ -239,7 +248,7 @@ class RssPeak:
 
 
 def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, quiet=False,
-                 stage_options=None, circuit=None):
+                 stage_options=None, circuit=None, tag_extra=""):
     """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove``: one worker, no
     engine, no lock), after one untimed warm-up, on the engine bench's inputs and randomizers.
     CUDA: once with the early H overlap (``early_h``, the default) and once without.
@@ -266,7 +275,8 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
                     st.early_h = early
                 path = "cpu" if early is None else ("early" if early else "normal")
                 if not quiet:
-                    print(f"  single-lg{log_n}-{path}: {runs} partitions ...", file=sys.stderr)
+                    print(f"  single-lg{log_n}-{path}{tag_extra}: {runs} partitions ...",
+                          file=sys.stderr)
                 st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
                 walls, times, proofs, extras = [], {}, [], []
                 for r, s in rs[:runs]:
@@ -280,7 +290,8 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
                         if isinstance(v, float):
                             times.setdefault(k, []).append(v)
                 if not quiet:
-                    print(f"  single-lg{log_n}-{path}: wall {median(walls):.3f} s", file=sys.stderr)
+                    print(f"  single-lg{log_n}-{path}{tag_extra}: wall {median(walls):.3f} s",
+                          file=sys.stderr)
                 staging = getattr(getattr(ctx, "staging", None), "allocated", 0)
                 rows.append({"path": path, "log_n": log_n, "runs": runs, "backend": st.name,
                              "device": st.device_label, "wall_median_s": median(walls),
@@ -353,8 +364,7 @@ def run_engine_bench(args):
     partitions = getattr(args, "partitions", None) or 10
     devices = getattr(args, "devices", None) or "auto"
     cache = getattr(args, "cache_dir", None)
-    from .._stages import parse_stage_options
-    stage_options = parse_stage_options(getattr(args, "stage_options", None) or "")
+    option_sets = parse_stage_option_sets(getattr(args, "stage_options", None))
     single = getattr(args, "single", None) or 0
     if single < 0:
         raise ValueError(f"--single must be >= 0, got {single}")
@@ -363,32 +373,44 @@ def run_engine_bench(args):
     rows, singles = [], []
     for lg in args.log_n:
         circuit = _circuit(lg, 0, cache, args.threads, False, None)     # once for both benches
-        if modes:
-            rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
-                                 devices=devices, threads=args.threads,
-                                 priority_mix=bool(getattr(args, "priority_mix", False)),
-                                 trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                                 stage_options=stage_options, circuit=circuit)
-        if single:
-            singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
-                                    cache=cache, stage_options=stage_options, circuit=circuit)
+        for i, opts in enumerate(option_sets):
+            extra = f"-o{i}" if len(option_sets) > 1 else ""
+            if modes:
+                rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
+                                     devices=devices, threads=args.threads,
+                                     priority_mix=bool(getattr(args, "priority_mix", False)),
+                                     trace=getattr(args, "trace", None), cache=cache, shares=shares,
+                                     stage_options=opts, circuit=circuit, tag_extra=extra)
+            if single:
+                singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
+                                        cache=cache, stage_options=opts, circuit=circuit,
+                                        tag_extra=extra)
         del circuit
+    for r in rows:      # every configuration of a size proves the same partitions: same bytes
+        ref = next(x["sha256"] for x in rows if x["log_n"] == r["log_n"])
+        r["bytes_match"] = r["bytes_match"] and r["sha256"] == ref
     be = rows[0]["backend"] if rows else (singles[0]["backend"] if singles else args.backend)
     labels = ", ".join(rows[0]["device_labels"]) if rows else (singles[0]["device"] if singles else "")
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
           f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified"
-          + (f", stage options {stage_options}" if stage_options else ""))
-    if rows:
-        print(format_engine_table(rows))
-    if singles:
-        print(f"one partition at a time through cuzk.prove's path (medians of {single}):")
-        print(format_single_table(singles))
+          + (f", stage options {option_sets[0]}" if len(option_sets) == 1 and option_sets[0]
+             else ""))
+    for i, opts in enumerate(option_sets):
+        mine = [r for r in rows if r["stage_options"] == opts]
+        ones = [r for r in singles if r["stage_options"] == opts]
+        if len(option_sets) > 1:
+            print(f"stage options o{i}: {opts or 'defaults'}")
+        if mine:
+            print(format_engine_table(mine))
+        if ones:
+            print(f"one partition at a time through cuzk.prove's path (medians of {single}):")
+            print(format_single_table(ones))
     if getattr(args, "json", None):
         from .._io import atomic_write
         doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
                "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                "backend": be, "threads": args.threads, "thread_shares": shares,
-               "stage_options": stage_options,
+               "stage_options": option_sets[0] if len(option_sets) == 1 else option_sets,
                "partitions": partitions,
                "priority_mix": bool(getattr(args, "priority_mix", False)), "results": rows,
                "single": singles}

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
-                    check_randomizers, precompute_arg, random_scalar, timed)
+                    check_randomizers, precompute_arg, random_scalar, streams_arg,
+                    timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
@@ -10,7 +11,8 @@ __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuSt
            "random_scalar", "check_randomizers", "timed"]
 
 #: The CUDA backend's stage options (``CudaStages`` keywords) and their types.
-STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str}
+STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
+                 "streams": streams_arg}
 
 
 def parse_stage_options(text):

@@ -25,7 +25,8 @@ from .._constants import FR_MODULUS as R_MODULUS
 from .._errors import ProofVerificationError
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
-           "random_scalar", "check_randomizers", "timed", "precompute_arg"]
+           "random_scalar", "check_randomizers", "timed", "precompute_arg", "streams_arg",
+           "STREAM_COUNTS", "DEFAULT_STREAMS"]
 
 # Stage names, in the order a partition's timings list them.
 STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
@@ -39,6 +40,22 @@ def timed(timings, name, fn, *args):
         return fn(*args)
     finally:
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+#: Compute streams of a kernel region (``CudaStages(streams=)``).
+STREAM_COUNTS = (1, 2)
+DEFAULT_STREAMS = 1
+
+
+def streams_arg(v):
+    """A ``streams`` stage option: 1 or 2 (ValueError otherwise)."""
+    k = int(v)
+    if k not in STREAM_COUNTS:
+        raise ValueError(f"streams must be one of {STREAM_COUNTS}, got {v!r}")
+    return k
+
+
+streams_arg.__name__ = "1 or 2"      # parse_stage_options' message: "... is not 1 or 2"
 
 
 def precompute_arg(v):

@@ -36,7 +36,8 @@ import numpy as np
 
 from .._cuda_pending import XYZZ_WORDS, ReadyPoint
 from .._errors import BudgetError
-from ._base import Partition, StageContext, check_randomizers, precompute_arg, timed
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, precompute_arg,
+                    streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -190,7 +191,9 @@ class _Ring:
 
 
 class CudaContext(StageContext):
-    """A worker's CUDA objects: compute and upload streams, pinned staging and result memory."""
+    """A worker's CUDA objects: compute, side and upload streams, pinned staging and result
+    memory.  ``side`` carries the batch additions and tail MSMs beside the H NTT and H MSM on
+    ``compute`` when the stages run with ``streams=2``."""
 
     def __init__(self, stages, budget=None, threads=None, name="w0"):
         super().__init__(stages, budget, threads, name)
@@ -198,6 +201,7 @@ class CudaContext(StageContext):
         dev = stages.device
         self.device = dev
         self.compute = d.Stream(dev)
+        self.side = d.Stream(dev)
         self.upload = d.Stream(dev)
         self.staging = _Ring(dev)
         self.results = _Pinned(dev)
@@ -209,12 +213,12 @@ class CudaContext(StageContext):
         return ev
 
     def close(self):
-        for s in (self.compute, self.upload):
+        for s in (self.compute, self.side, self.upload):
             s.synchronize()
         self.staging.close()
         self.results.close()
-        self.compute.close()
-        self.upload.close()
+        for s in (self.compute, self.side, self.upload):
+            s.close()
 
 
 class ResidentKey:
@@ -452,15 +456,23 @@ class CudaStages(CpuStages):
         before prep_msm, so that they overlap it (the module docstring).  False: prepare / run /
         finish one after another, as the engine does (an attribute: a benchmark may set it
         per run to compare the two).
+    streams : {1, 2}
+        Compute streams of a partition's kernel region with a resident key.  1: every kernel
+        on the worker's compute stream, one after another.  2: the batch additions and tail
+        MSMs on the worker's side stream, concurrent with the row check, H NTT and H MSM on
+        the compute stream (they do not depend on H), which waits for them at the end; the
+        region's scratch is then H's plus the largest other, not the largest.  The same
+        kernels into the same result views: the same bytes.
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
-                 early_h=True):
+                 early_h=True, streams=DEFAULT_STREAMS):
         super().__init__(threads)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
+        self.streams = streams_arg(streams)
         d = _driver()
         self.device = d.Device.get(device or 0)
         if b_g2 not in ("auto", "gpu", "cpu"):
@@ -688,9 +700,7 @@ class CudaStages(CpuStages):
             dev_bytes += n * _FR + _align(8)                # H's output, first_bad
             if key.where == "host":
                 dev_bytes += 2 * _align(key.slot_bytes)
-        # the reductions run one after another on the compute stream and each frees its scratch
-        # stream-ordered before the next allocates: the peak is the largest, not the sum
-        scratch = max((p.scratch_bytes for _, _, p in part.plans), default=0)
+        scratch = self._scratch_peak(part)
         dev_bytes += max(0, scratch - part.scratch_reserved)
         tm = part.timings       # stage:reserve / stage:alloc / stage:put: where an upload's time goes
         part.reservations.append(timed(tm, "stage:reserve", lambda: ctx.budget.reserve(
@@ -713,6 +723,22 @@ class CudaStages(CpuStages):
                 for k in ("slot0", "slot1"):
                     part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.uploaded = ctx.event(up)
+
+    def _concurrent(self, part):
+        """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
+        a streamed key's two slots are filled in query order for one stream)."""
+        return self.streams == 2 and part.key.where == "device"
+
+    def _scratch_peak(self, part):
+        """The most MSM/batch scratch the partition's plans hold at once.  On one stream each
+        reduction frees its scratch stream-ordered before the next allocates: the largest.  With
+        the side stream, H's (``plans[0]``) beside the largest of the others."""
+        sizes = [p.scratch_bytes for _, _, p in part.plans]
+        if not sizes:
+            return 0
+        if self._concurrent(part):
+            return sizes[0] + max(sizes[1:], default=0)
+        return max(sizes)
 
     # kernels: run = _enqueue_head (row check, H NTT, H MSM) + _enqueue_rest (batch additions,
     # tail MSMs); the early path calls the two with prep_msm and its upload between them
@@ -743,29 +769,41 @@ class CudaStages(CpuStages):
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s)
         marks.append(("h_ntt", ctx.event(s, timing=True)))
-        self._enqueue_reductions(part, bases, 0, 1)
+        self._enqueue_reductions(part, bases, 0, 1, s, marks)
 
     def _enqueue_rest(self, part, bases, wait=False):
         """The reductions after H's (``part.plans[1:]``), then the partition's device buffers
-        freed stream-ordered and the region's last event (``part.done``).  ``wait``: the compute
-        stream first waits for ``part.uploaded`` (marked ``prep_wait``: the GPU's idle time
-        until prep_msm's output is uploaded)."""
+        freed stream-ordered and the region's last event (``part.done``).
+
+        One stream: on the compute stream after H's; ``wait``: it first waits for
+        ``part.uploaded`` (marked ``prep_wait``: the GPU's idle time until prep_msm's output is
+        uploaded).  Side stream (``_concurrent``): the side stream waits for ``part.uploaded``,
+        runs them (marks in ``part.side_marks``, from ``side_start``), and the compute stream
+        waits for the last of them after H's MSM (marked ``side_wait``: the compute stream's
+        idle time at the join)."""
         ctx = part.ctx
         s = ctx.compute
-        if wait:
-            s.wait_event(part.uploaded)
-            part.gpu_marks.append(("prep_wait", ctx.event(s, timing=True)))
-        self._enqueue_reductions(part, bases, 1, len(part.plans))
+        if self._concurrent(part):
+            side = ctx.side
+            side.wait_event(part.uploaded)
+            sm = part.side_marks = [("side_start", ctx.event(side, timing=True))]
+            self._enqueue_reductions(part, bases, 1, len(part.plans), side, sm)
+            s.wait_event(sm[-1][1])
+            part.gpu_marks.append(("side_wait", ctx.event(s, timing=True)))
+        else:
+            if wait:
+                s.wait_event(part.uploaded)
+                part.gpu_marks.append(("prep_wait", ctx.event(s, timing=True)))
+            self._enqueue_reductions(part, bases, 1, len(part.plans), s, part.gpu_marks)
         self._free_device(part)
         part.done = _Done(ctx.event(s))
         return part.done
 
-    def _enqueue_reductions(self, part, bases, start, stop):
-        """Enqueue ``part.plans[start:stop]`` on the compute stream into their result views, a
-        timing mark after each."""
+    def _enqueue_reductions(self, part, bases, start, stop, s, marks):
+        """Enqueue ``part.plans[start:stop]`` on stream ``s`` into their result views, a timing
+        mark (appended to ``marks``) after each."""
         from .. import _cuda_batch, _cuda_msm
         ctx, dev = part.ctx, part.dev
-        s = ctx.compute
         names = [name.split(":")[0] for name, _, _ in part.plans]
         for i in range(start, stop):
             (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
@@ -780,7 +818,7 @@ class CudaStages(CpuStages):
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                     d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"])
-            part.gpu_marks.append((name, ctx.event(s, timing=True)))
+            marks.append((name, ctx.event(s, timing=True)))
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)
 
@@ -859,8 +897,12 @@ class CudaStages(CpuStages):
         marks = getattr(part, "gpu_marks", None)
         if not marks:
             return
-        for (_, a), (name, b) in zip(marks, marks[1:]):
-            part.timings["gpu:" + name] = d.Event.elapsed_ms(a, b) / 1e3
+        side = getattr(part, "side_marks", None) or []
+        for m in (marks, side):
+            for (_, a), (name, b) in zip(m, m[1:]):
+                part.timings["gpu:" + name] = d.Event.elapsed_ms(a, b) / 1e3
+        if side:     # the side stream's whole span, from the region's start
+            part.timings["gpu:side"] = d.Event.elapsed_ms(marks[0][1], side[-1][1]) / 1e3
         part.timings["gpu:region"] = d.Event.elapsed_ms(marks[0][1], marks[-1][1]) / 1e3
 
     def abort(self, part):
@@ -873,7 +915,10 @@ class CudaStages(CpuStages):
                 try:
                     part.ctx.upload.synchronize()
                 finally:
-                    part.ctx.compute.synchronize()
+                    try:
+                        part.ctx.side.synchronize()
+                    finally:
+                        part.ctx.compute.synchronize()
             elif part.done is not None:
                 part.done.synchronize()
         finally:

@@ -116,6 +116,8 @@ class FakeDriver:
     def __init__(self, lib_path, workers=0):
         self.emu = KernelEmulator(lib_path, workers)
         self.launches = []          # (kernel name, grid, block, shmem, args) of every launch
+        self.launch_streams = []    # the stream of each launch, in launch order
+        self.waits = []             # (stream, event) of every Stream.wait_event
         self._live = {}             # id -> _Alloc (device buffers and pinned buffers)
         self._lock = threading.RLock()
         drv = self
@@ -273,6 +275,7 @@ class FakeDriver:
             def wait_event(self, event):
                 if not isinstance(event, Event):
                     raise TypeError(f"wait_event needs an Event, got {type(event).__name__}")
+                drv.waits.append((self, event))
 
             def query(self):
                 return True
@@ -285,7 +288,8 @@ class FakeDriver:
             handle = property(lambda self: id(self))
 
             def record(self, stream=None):
-                pass
+                # where and after how many launches: what a wait on it orders after
+                self.recorded = (stream, len(drv.launches))
 
             def synchronize(self):
                 pass
@@ -319,6 +323,7 @@ class FakeDriver:
                                f"function allows {self.max_dynamic_shared}")
                 packed = [drv._pack_arg(self.name, i, a) for i, a in enumerate(args)]
                 drv.launches.append((self.name, g, b, shmem, [v for _, v in packed]))
+                drv.launch_streams.append(stream)
                 drv.emu.launch(self.name, g, b, shmem, packed)
                 drv.check_guards()
 
