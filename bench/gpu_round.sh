@@ -56,6 +56,15 @@ for step in "${@:-all}"; do
                 --no-check --runs 5 --json "$OUT/msmk.json" 2>&1 | tee "$OUT/msmk.log" | grep -v "^ *$" | tail -22 ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
+    sqrab) # A/B of the dedicated Fq squaring in one call: a copy of cuzk/cu with sqr() = the product
+           rm -rf /tmp/cu_mul && cp -r cuzk/cu /tmp/cu_mul && sed -i '1i #define CUZK_MONT_SQR_AS_MUL 1' /tmp/cu_mul/ff/mont_t.cuh
+           for v in mul sqr; do
+             if [ $v = mul ]; then export CUZK_CU_DIR=/tmp/cu_mul; else unset CUZK_CU_DIR; fi
+             timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --no-check --runs 5 \
+               --json "$OUT/sqrab24-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
+             timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs 3 \
+               --json "$OUT/sqrab27-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
+           done; unset CUZK_CU_DIR ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;
