@@ -51,7 +51,10 @@ QUERIES = {"h": ("h", "g1"), "l": ("l", "g1"), "a": ("a", "g1"), "b_g1": ("b_g1"
 _POINT_BYTES = {"g1": 96, "g2": 192}
 _FR = 32
 _RING_SLOTS = 4          # pinned staging ring of a worker: slots x _STAGE_CHUNK bytes
-_STAGE_CHUNK = 64 << 20          # pinned staging chunk for key uploads
+# Pinned staging chunk (partition and key uploads).  H200 host, 4 GiB through a 4-slot ring
+# (bench/bench_upload.py, session 8): 64 MiB chunks 38.2 / 25.1 / 17.2 GB/s at 16 / 8 / 4 copy
+# threads, 16 MiB chunks 47.7 / 30.9 / 22.6 (the DMA alone: 55 GB/s).
+_STAGE_CHUNK = 16 << 20
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
 
@@ -201,7 +204,10 @@ class CudaContext(StageContext):
         dev = stages.device
         self.device = dev
         self.compute = d.Stream(dev)
-        self.side = d.Stream(dev)
+        # the side stream's kernels go first when blocks free up (lower is higher; the driver
+        # clamps to its range): its short, partly serial reductions then fill the SMs beside
+        # the H MSM instead of queuing behind its grid until the end of the region
+        self.side = d.Stream(dev, priority=-8)
         self.upload = d.Stream(dev)
         self.staging = _Ring(dev)
         self.results = _Pinned(dev)
