@@ -65,6 +65,8 @@ for step in "${@:-all}"; do
              timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs 3 \
                --json "$OUT/sqrab27-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
            done; unset CUZK_CU_DIR ;;
+    g2aff22) timeout 120 python3 bench/bench_gpu_msm.py --g1 22 --g2 22 --kinds uniform,bits90,real_tail --c 16 --k 8 \
+                --balance flat,affine --no-check --runs 5 --json "$OUT/g2aff22.json" 2>&1 | grep "^g[12] " ;;
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;

@@ -204,10 +204,9 @@ class CudaContext(StageContext):
         dev = stages.device
         self.device = dev
         self.compute = d.Stream(dev)
-        # the side stream's kernels go first when blocks free up (lower is higher; the driver
-        # clamps to its range): its short, partly serial reductions then fill the SMs beside
-        # the H MSM instead of queuing behind its grid until the end of the region
-        self.side = d.Stream(dev, priority=-8)
+        # default priority: at the highest one (its kernels dispatched first) the 2^27 engine
+        # lost, 15.06 s per 10 partitions against 14.83 (bench/RESULTS.md, session 8)
+        self.side = d.Stream(dev)
         self.upload = d.Stream(dev)
         self.staging = _Ring(dev)
         self.results = _Pinned(dev)
