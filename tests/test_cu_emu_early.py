@@ -308,8 +308,9 @@ class _Free:
         self.free = free
 
 
-@pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (4, None)), (20, (4, None)),
-                                     (24, (4, None)), (25, (2, None)), (26, (2, None)), (27, (2, 20))])
+@pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (16, 16)), (20, (16, 16)),
+                                     (21, (8, 16)), (22, (8, 16)), (23, (4, None)), (24, (4, None)),
+                                     (25, (2, None)), (26, (2, None)), (27, (2, 20))])
 def test_auto_h_msm_by_size(lg, want):
     """The measured choice per domain (cuzk/_stages/_cuda.py _AUTO_H) when the budget has room."""
     from cuzk._stages._cuda import auto_h_msm

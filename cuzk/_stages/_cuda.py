@@ -452,7 +452,8 @@ class CudaStages(CpuStages):
         Shifted copies of the H bases kept beside the resident key (1: none; k: the H MSM
         processes ceil(W/k) windows; (k − 1)·|H|·96 bytes beyond the key, reserved from the
         budget).  "auto" (default): the measured best k and window for the key's domain
-        (``auto_h_msm``: 4 up to 2^25, 2 above, none below 2^16), fewer copies when the budget
+        (``auto_h_msm``: 16 up to 2^21, 8 up to 2^23, 4 up to 2^25, 2 above, none below 2^16),
+        fewer copies when the budget
         would not keep room for two partitions in flight.
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
@@ -947,16 +948,19 @@ class CudaStages(CpuStages):
 
 
 # The H MSM's precompute k and window c by domain size when ``precompute="auto"``, from the H200
-# (bench/RESULTS.md, G1 uniform, medians, ms): 2^20/2^22/2^24 best at k = 4, c = 16 (11.2 / 34.5 /
-# 126.9 against 13.9 / 41.4 / 137.1 at k = 1); 2^26 best k = 2, c = 16 (505.7; c = 20: 522.0);
-# 2^27 best k = 2, c = 20 (977.7; c = 16: 1000.9, k = 1: 1039.7); k = 4 at 2^26+ not timed (48 GiB
-# at 2^27).  Below 2^16 no copies (the H MSM takes ~1 ms there).
-_AUTO_H = ((1 << 16, 1, None), (1 << 25, 4, None), (1 << 27, 2, None), (1 << 64, 2, 20))
+# (bench/RESULTS.md, G1 uniform, medians, ms).  Session 8 (dedicated Fq squaring), c = 16,
+# k = 4 / 8 / 16: 2^20 11.19 / 10.20 / 9.26 (k = 1: 13.74); 2^22 33.27 / 31.99 / 32.01; 2^24
+# 122.33 / 122.37 / 123.14 (the least memory among equals: 4).  Session 4: 2^26 best k = 2, c = 16
+# (505.7; c = 20: 522.0); 2^27 best k = 2, c = 20 (977.7; c = 16: 1000.9, k = 1: 1039.7; 826.6 in
+# session 8); k = 4 at 2^26+ not timed (48 GiB at 2^27).  Below 2^16 no copies (~1 ms MSMs).
+# k copies of a 2^d-point H cost (k − 1)·2^d·96 bytes: 1.4 GiB at 2^20 with 16, 2.6 GiB at 2^22.
+_AUTO_H = ((1 << 16, 1, None), (1 << 21, 16, 16), (1 << 23, 8, 16), (1 << 25, 4, None),
+           (1 << 27, 2, None), (1 << 64, 2, 20))
 
 
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None):
     """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
-    (``_AUTO_H``; an explicit ``c`` wins), with k lowered (4 → 2 → 1) until the key's
+    (``_AUTO_H``; an explicit ``c`` wins), with k halved (… → 4 → 2 → 1) until the key's
     ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two partitions of
     this domain in flight (a, b, c, H's output and the H MSM's scratch each)."""
     from .. import _cuda_msm
