@@ -246,7 +246,7 @@ def test_msm_g1_tiny_segments(gpu_msm, rng, kind, segment):
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{kind} S={segment}"
 
 
-@pytest.mark.parametrize("k,c", [(2, 5), (3, 4), (4, 8), (52, 5)])
+@pytest.mark.parametrize("k,c", [(2, 5), (3, 4), (4, 8), (52, 5), (16, 16)])   # (16, 16): precompute "auto" to 2^21
 @pytest.mark.parametrize("kind", ["uniform", "bits90", "r_minus_1"])
 def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):
     """k shifted copies of the bases (precompute_bases): ceil(W/k) windows, the same sum."""
