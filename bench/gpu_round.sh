@@ -4,7 +4,10 @@
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
-# Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 / ...
+# Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 /
+#   tests upload eng27 (--stage-options "streams=1;streams=2") sqrab / eng27 msmk / g2aff22 (bench/RESULTS.md).
+# Next: tests first (the final session-8 tree: precompute auto k = 16/8 below 2^23 and the reverted side
+#   priority have not run the GPU suite), then msm27 (2^26 not re-measured since session 4).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
