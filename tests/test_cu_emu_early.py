@@ -42,7 +42,7 @@ def pool_buffers(fake):
                if b.kind == "device" and getattr(b, "pool", None) is not None and not b.closed)
 
 
-@pytest.mark.parametrize("b_g2,precompute", [("gpu", 1), ("cpu", 1), ("gpu", 2), ("cpu", 2)])
+@pytest.mark.parametrize("b_g2,precompute", [("gpu", 1), ("cpu", 1), ("gpu", 2), ("cpu", 2), ("gpu", 16)])
 def test_early_path_equals_cpu(fake, monkeypatch, circuit, b_g2, precompute):
     """cuzk.prove on CudaStages with a resident key takes the early path and gives the CPU
     backend's bytes for fixed (r, s), which verify; budget and pool are empty afterwards."""
