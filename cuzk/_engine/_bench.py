@@ -388,7 +388,7 @@ def run_engine_bench(args):
         del circuit
     for r in rows:      # every configuration of a size proves the same partitions: same bytes
         ref = next(x["sha256"] for x in rows if x["log_n"] == r["log_n"])
-        r["bytes_match"] = r["bytes_match"] and r["sha256"] == ref
+        r["bytes_match"] = r["sha256"] == ref
     be = rows[0]["backend"] if rows else (singles[0]["backend"] if singles else args.backend)
     labels = ", ".join(rows[0]["device_labels"]) if rows else (singles[0]["device"] if singles else "")
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "

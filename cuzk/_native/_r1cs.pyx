@@ -300,8 +300,8 @@ def qap_combine(u, v, w, alpha, beta, s, threads=None, out=None):
     return out
 
 
-def fr_first_unreduced(a, threads=None):
-    """Index of the first row of the (n, 4) uint64 array ``a`` that is ≥ r, or -1."""
+cdef object _first_row(a, threads, bint zero):
+    """The row scans below: the first all-zero row (``zero``) or the first row >= r, or -1."""
     cdef size_t t = _threads(threads)
     _fr_array(a, "a")
     cdef size_t n = a.shape[0]
@@ -310,22 +310,21 @@ def fr_first_unreduced(a, threads=None):
     cdef const uint64_t[:, ::1] aa = a
     cdef int64_t r
     with nogil:
-        r = c_fr_first_unreduced(&aa[0, 0], n, t)
+        if zero:
+            r = c_fr_first_zero(<const fr_t*>&aa[0, 0], n, t)
+        else:
+            r = c_fr_first_unreduced(&aa[0, 0], n, t)
     return int(r)
+
+
+def fr_first_unreduced(a, threads=None):
+    """Index of the first row of the (n, 4) uint64 array ``a`` that is ≥ r, or -1."""
+    return _first_row(a, threads, False)
 
 
 def fr_first_zero(a, threads=None):
     """Index of the first all-zero row of the (n, 4) uint64 array ``a``, or -1."""
-    cdef size_t t = _threads(threads)
-    _fr_array(a, "a")
-    cdef size_t n = a.shape[0]
-    if n == 0:
-        return -1
-    cdef const uint64_t[:, ::1] aa = a
-    cdef int64_t r
-    with nogil:
-        r = c_fr_first_zero(<const fr_t*>&aa[0, 0], n, t)
-    return int(r)
+    return _first_row(a, threads, True)
 
 
 def column_bits(cols, vals, lo, hi, threads=None):
