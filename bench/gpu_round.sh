@@ -73,6 +73,21 @@ for step in "${@:-all}"; do
     msmtests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "msm or batch" 2>&1 | tee "$OUT/gpu_msm_tests.log" | tail -5 ;;
     msmall) timeout 400 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
                 --runs 5 --json "$OUT/msmall.json" 2>&1 | tee "$OUT/msmall.log" | tail -40 ;;
+    msmbatch) python3 bench/affine_occupancy.py 2>&1 | tee "$OUT/occupancy.log"
+           timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py -k "balances or batch" 2>&1 \
+                | tee "$OUT/gpu_batch_tests.log" | tail -4
+           CUZK_MSM_PROFILE=1 timeout 260 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail --c 16,20 --k 4 \
+                --balance flat,batch --runs 3 --json "$OUT/msmbatch24.json" 2>&1 | tee "$OUT/msmbatch24.log" | grep -v "^ *$" | grep -v "^msm " | tail -26
+           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
+                --balance flat,batch --no-check --runs 2 --json "$OUT/msmbatch27.json" 2>&1 | tee "$OUT/msmbatch27.log" | grep -v "^ *$" | grep -v "^msm " | tail -3 ;;
+    msm26b) timeout 200 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90 --c 16,20 --k 2 --balance auto \
+                --no-check --runs 3 --json "$OUT/msm26b.json" 2>&1 | tee "$OUT/msm26b.log" | grep -v "^ *$" | grep -v "^msm " | tail -5 ;;
+    batchsm) timeout 150 python3 bench/bench_gpu_msm.py --g1 20,22 --g2 '' --kinds uniform,bits90 --c 16 --k 8,16 --balance auto,batch \
+                --no-check --runs 5 --json "$OUT/batchsm.json" 2>&1 | grep "^g1 "
+           for T in 64 256; do CUZK_MSM_BATCH_THREADS=$T timeout 60 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 \
+                --k 4 --balance batch --no-check --runs 5 --json "$OUT/batchT$T.json" 2>&1 | grep "^g1 " | sed "s/^/T=$T /"; done ;;
+    msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
+                --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \
                 --no-check --runs 3 --json "$OUT/msm27.json" 2>&1 | tee "$OUT/msm27.log" | tail -16 ;;
     engine24s) timeout 480 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1,2,3,4 \
@@ -94,7 +109,7 @@ for step in "${@:-all}"; do
                 | tee "$OUT/gpu_fix_tests.log" | tail -5 ;;
     afftests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py -k "level0_balances" 2>&1 \
                 | tee "$OUT/gpu_aff_tests.log" | tail -4 ;;
-    msmaff) CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail --c 16 \
+    msmaff) CUZK_MSM_PROFILE=1 timeout 260 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail --c 16 \
                 --k 1,4 --balance bucket,flat,affine --no-check --runs 3 --json "$OUT/msmaff.json" 2>&1 | tee "$OUT/msmaff.log" \
                 | grep -v "^msm " | tail -40 ;;
     affsweep) # block size T and lanes J of the affine level 0 (J: the one #define in msm.cuh, edited on the GPU host only)

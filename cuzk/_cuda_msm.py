@@ -67,8 +67,11 @@ _SEGMENT_BIG, _SEGMENT_BIG_ENTRIES = 256, 1 << 30
 # 10-20 % faster on every distribution; G1 2^24 uniform 150.3 against bucket's 138.3 (k=1).
 # (Session 6 also timed the lanes in shared memory, 8 x 128 threads, two blocks per SM: G1 level 0
 # 171 ms against 128 in local memory and XYZZ's 116; removed.)
-BALANCES = ("bucket", "flat", "affine")
-_FLAT_LEVEL0 = ("flat", "affine")   # balances whose level 0 leaves the flat pieces
+# "batch": the flat chunks, J per thread, with affine additions that share one inversion per
+# thread and step; the lanes' state (accumulator, prefix product, bucket and flags) in device
+# memory (msm.cuh sum_points_batch: no barriers, one lane in registers at a time).
+BALANCES = ("bucket", "flat", "affine", "batch")
+_FLAT_LEVEL0 = ("flat", "affine", "batch")   # balances whose level 0 leaves the flat pieces
 _MAX_INDEX = 1 << 31       # entries carry the point index in 31 bits (+ the sign bit)
 _ALIGN = 256               # pool allocations are rounded to this in scratch_bytes
 _THREADS = 256             # digit kernels
@@ -86,6 +89,11 @@ _SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
 # overrides (development).
 _AFFINE_THREADS = int(os.environ.get("CUZK_MSM_AFFINE_THREADS", "256"))
 _AFFINE_PER_SM = 1         # the blocks an SM holds at once (180-255 registers x 256 threads)
+# balance "batch": threads per block, and the grid: as many blocks as the SMs hold at once
+# (Function.occupancy; _BATCH_PER_SM where the driver cannot say), so every thread runs its J
+# lanes in one wave and J = chunks / resident threads is as large as it can be.
+_BATCH_THREADS = int(os.environ.get("CUZK_MSM_BATCH_THREADS", "128"))
+_BATCH_PER_SM = 2
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
 log = logging.getLogger("cuzk.msm")
@@ -186,16 +194,28 @@ class MsmPlan:
 _G2_AFFINE_MIN = 1 << 23
 # Plain G1 at c >= 20 (H200, uniform): 2^27 k = 2 flat 903 ms vs bucket 910; 2^24 k = 4 133 vs 152.
 _G1_FLAT_C = 20
+# Plain G1 MSMs of at least this many scalars default to "batch".  H200, session 9 (bench/RESULTS.md),
+# uniform, batch vs flat: 2^27 c = 20 k = 2 695.9 vs 827.1 ms (level 0 560.8 vs 691.6); 2^24 k = 4
+# c = 16 102.6 vs 121.6, c = 20 110.4 vs 117.6.  Skewed scalars make fewer chunks, hence fewer
+# lanes per thread to share an inversion: bits90 / real_tail 2^24 c = 16 24.1 / 25.9 vs 21.1 / 23.1
+# (the plain MSM is the H MSM, whose scalars are uniform; the skewed tails are indexed and stay
+# flat).  Not measured below 2^24, where J = chunks / resident threads falls under ~30.
+_G1_BATCH_MIN = 1 << 23
 
 
 def default_balance(group, indexed, n=None, c=None):
     """Level 0's measured best work split for an MSM of ``n`` scalars of ``group`` at window
     width ``c`` (see ``BALANCES``): "affine" for G2 from ``_G2_AFFINE_MIN`` scalars, "flat" for
-    smaller G2, for indexed (tail) G1 MSMs and for plain G1 MSMs from ``_G1_FLAT_C`` bits (their
-    buckets are Poisson-sized), "bucket" for narrower plain G1 MSMs."""
+    smaller G2 and for indexed (tail) G1 MSMs; for plain G1 MSMs "batch" from ``_G1_BATCH_MIN``
+    scalars, else "flat" from ``_G1_FLAT_C`` bits (their buckets are Poisson-sized) and "bucket"
+    below."""
     if group == "g2":
         return "affine" if n is not None and n >= _G2_AFFINE_MIN else "flat"
-    return "flat" if indexed or (c is not None and c >= _G1_FLAT_C) else "bucket"
+    if indexed:
+        return "flat"
+    if n is not None and n >= _G1_BATCH_MIN:
+        return "batch"
+    return "flat" if c is not None and c >= _G1_FLAT_C else "bucket"
 
 
 def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
@@ -219,9 +239,10 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         Precomputed copies of the bases (``precompute_bases``); 1: none.
     segment : int or None
         Entries per segment S >= 2 (None: ``default_segment(n, W)``).
-    balance : {"bucket", "flat", "affine"} or None
+    balance : {"bucket", "flat", "affine", "batch"} or None
         Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n, c)``); "affine"
-        plans exactly as "flat" (the same pieces and levels) and differs only in its kernel.
+        plans exactly as "flat" (the same pieces and levels) and differs only in its kernel;
+        "batch" also takes the lanes' state (``_batch_row`` bytes per flat chunk) from the pool.
 
     Raises
     ------
@@ -279,9 +300,23 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
                  ("tiles", (2 * p.ntiles + 1) * 8),
                  ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
                  ("windows", p.host_rows * xyzz)) if n else ()
+    if n and balance == "batch":
+        p.buffers += (("lanes", _batch_cap(entries, S) * _batch_row(group)),)
     p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
     p.precompute_bytes = k * N * AFFINE_WORDS[group] * 8 if k > 1 else 0
     return p
+
+
+def _batch_cap(entries, S):
+    """Lanes (flat chunks) of a "batch" level 0 over at most ``entries`` sorted entries."""
+    return max(1, -(-int(entries) // int(S)))
+
+
+def _batch_row(group):
+    """Bytes of one lane of a "batch" level 0: an affine accumulator, a prefix product (one
+    coordinate) and a (bucket, flags) word."""
+    a = AFFINE_WORDS[group] * 8
+    return a + a // 2 + 8
 
 
 def _driver():
@@ -316,11 +351,31 @@ def _affine_lanes():
     return _lanes[0]
 
 
-def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bound):
+_occupancy = {}
+
+
+def _resident_blocks(fn, name, threads):
+    """Blocks of ``threads`` an SM holds at once for kernel ``fn`` (memoized by name and size;
+    ``_BATCH_PER_SM`` where the driver has no occupancy query)."""
+    key = (name, threads)
+    if key not in _occupancy:
+        occ = getattr(fn, "occupancy", None)
+        _occupancy[key] = max(1, int(occ(threads))) if occ is not None else _BATCH_PER_SM
+    return _occupancy[key]
+
+
+def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bound, lanes=0):
     """Enqueue level 0 of ``plan.balance`` over the sorted entries into ``sums``; ``chunks_bound``
-    bounds the segments (or flat chunks) it can have."""
+    bounds the segments (or flat chunks) it can have; ``lanes``: the "batch" lane state."""
     g, args = plan.group, [("P", sums), ("P", seg), ("P", off), ("P", entries), ("P", d_points_ptr),
                            ("I", plan.nb), ("I", plan.S)]
+    if plan.balance == "batch":
+        T, name = _BATCH_THREADS, "cuzk_msm_sum_points_batch_" + g
+        fn = st.fn(name)
+        cap = _batch_cap(plan.n * plan.W, plan.S)
+        grid = max(1, min(-(-cap // T), plan.sm_count * _resident_blocks(fn, name, T)))
+        fn.launch(s, grid, T, args + [("P", lanes), ("Q", cap)])
+        return
     if plan.balance == "affine":
         T = _AFFINE_THREADS
         if not 1 <= T <= 1024 or T & (T - 1):
@@ -464,7 +519,8 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0)
             grid = _grid(bound, _SUM_THREADS, sm, 8)
             if level == 0:
-                _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound)
+                _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound,
+                               ptr.get("lanes", 0))
             else:
                 st.fn("cuzk_msm_sum_partials_" + g).launch(
                     s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),

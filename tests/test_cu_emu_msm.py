@@ -191,7 +191,7 @@ def test_plan_invariants(gpu_msm):
     for n in (1, 2, 3, 100, 1 << 10, 3 << 14, 1 << 20, 1 << 24, 1 << 27):
         for k in (1, 2, 4):
             for c in (None, 4, 9, 16):
-                p = M.msm_plan(n, "g1", None, npoints=n, c=c, k=k)
+                p = M.msm_plan(n, "g1", None, npoints=n, c=c, k=k, balance="bucket")
                 assert p.W * p.c >= 256 and (p.W - 1) * p.c < 256        # covers k < 2^255 + carry
                 assert p.Wk * p.k >= p.W and (p.Wk - 1) * p.k < p.W
                 assert p.nb == p.Wk << (p.c - 1) and p.H == 1 << (p.c - 1)
@@ -297,9 +297,8 @@ def test_flat_plan_levels(gpu_msm):
     M = gpu_msm
     for n in (1, 2, 3, 64, 65, 100, 4096, 1 << 20, 1 << 24):
         for S in (2, 3, 64):
-            a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S)
+            a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="bucket")
             b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="flat")
-            assert a.balance == "bucket" and b.balance == "flat"
             assert a.levels <= b.levels <= a.levels + 1
             m, lv = n, 1                        # the reference: pieces ceil(m/S) + 1 after level 0
             m = -(-m // S) + 1 if m > 1 else 1
@@ -312,8 +311,8 @@ def test_flat_plan_levels(gpu_msm):
 
 def test_default_balance_by_group_and_indexing(gpu_msm):
     """The measured default work split: flat for G2 below 2^23 scalars and affine from there, flat
-    for indexed (tail) G1 MSMs, bucket for a plain G1 MSM below c = 20 and flat from there; an
-    explicit balance always wins."""
+    for indexed (tail) G1 MSMs; for a plain G1 MSM batch from 2^23 scalars, else bucket below
+    c = 20 and flat from there; an explicit balance always wins."""
     M = gpu_msm
     got = {(g, ix): M.msm_plan(100, g, None, npoints=200, c=6, indexed=ix).balance
            for g in ("g1", "g2") for ix in (False, True)}
@@ -323,7 +322,9 @@ def test_default_balance_by_group_and_indexing(gpu_msm):
     for ix in (False, True):
         assert M.default_balance("g2", ix, big) == "affine"
         assert M.default_balance("g2", ix, big - 1) == "flat"
-        assert M.default_balance("g1", ix, big) == ("flat" if ix else "bucket")
+        assert M.default_balance("g1", ix, big - 1) == ("flat" if ix else "bucket")
+        assert M.default_balance("g1", ix, M._G1_BATCH_MIN) == ("flat" if ix else "batch")
+        assert M.default_balance("g1", ix, M._G1_BATCH_MIN, 16) == ("flat" if ix else "batch")
     assert M.msm_plan(big, "g2", None, npoints=big, indexed=True).balance == "affine"
     assert M.msm_plan(100, "g2", None, c=6, balance="bucket").balance == "bucket"
     # wide plain G1 windows (the 2^27 H MSM: c = 20) have Poisson-sized buckets: flat

@@ -1,8 +1,10 @@
-"""The GPU MSM's affine level 0 (balance "affine": msm.cuh sum_points_affine, the flat chunks with
-affine additions sharing one block-wide inversion per step) through the host emulator.
+"""The GPU MSM's affine level 0 kernels through the host emulator: balance "affine" (msm.cuh
+sum_points_affine, the flat chunks with affine additions sharing one block-wide inversion per
+step) and balance "batch" (sum_points_batch: J chunks per thread sharing one inversion per thread
+and step, the lanes' state in device memory, sweeps alternating direction).
 
-Reference: the CPU MSM (cuzk._native._msm), byte for byte.  Small blocks (a plan knob,
-``_AFFINE_THREADS``) so that a few hundred points already spread pieces over lanes, threads and
+Reference: the CPU MSM (cuzk._native._msm), byte for byte.  Small blocks (plan knobs,
+``_AFFINE_THREADS`` and ``_BATCH_THREADS``) so that a few hundred points already spread pieces over lanes, threads and
 blocks; tiny S and small c so that pieces cross chunk, lane and bucket boundaries.  Repeated
 bases drive the special cases of the affine addition: P == acc (a doubling inside the batch)
 and P == −acc (the accumulator empties).
@@ -19,16 +21,20 @@ from cuzk._assignment import fr_to_mont
 from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
 
 
-@pytest.fixture(params=[4])
+@pytest.fixture(params=[("affine", 4), ("batch", 4), ("batch", 1)], ids=lambda p: f"{p[0]}-T{p[1]}")
 def affine(gpu_msm, monkeypatch, request):  # noqa: F811
-    """cuzk._cuda_msm on the emulator with blocks of ``request.param`` threads for the affine
-    level 0."""
-    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS", request.param)
+    """cuzk._cuda_msm on the emulator with blocks of T threads for the affine level 0 named by
+    ``request.param`` = (balance, T); ``BAL`` names the balance.  The batch grid is the fake's 4
+    SMs x ``_BATCH_PER_SM`` blocks (the fake has no occupancy query), so a thread gets several
+    lanes from a few dozen chunks on."""
+    bal, T = request.param
+    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS" if bal == "affine" else "_BATCH_THREADS", T)
+    monkeypatch.setattr(gpu_msm, "BAL", bal, raising=False)
     return gpu_msm
 
 
-def _launched_affine(fake, since):  # noqa: F811
-    return [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_affine_")]
+def _launched_affine(fake, since, bal):  # noqa: F811
+    return [x for x in fake.launches[since:] if x[0].startswith(f"cuzk_msm_sum_points_{bal}_")]
 
 
 def test_affine_lanes_read_from_source(gpu_msm):
@@ -55,19 +61,21 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
     pts = points("g1", n)
     sc = dist_scalars(rng, n, kind)
     since = len(fake.launches)
-    got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance="affine", scalar_form="montgomery")
-    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"affine {kind} n={n} c={c} S={segment}"
+    got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance=affine.BAL, scalar_form="montgomery")
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{affine.BAL} {kind} n={n} c={c} S={segment}"
     if kind not in ("zeros",):
-        assert _launched_affine(fake, since), "level 0 ran the affine kernel"
+        assert _launched_affine(fake, since, affine.BAL), f"level 0 ran the {affine.BAL} kernel"
 
 
-@pytest.mark.parametrize("affine", [1, 2, 8], indirect=True)
+@pytest.mark.parametrize("affine", [("affine", 1), ("affine", 2), ("affine", 8), ("batch", 2), ("batch", 32)],
+                         indirect=True, ids=lambda p: f"{p[0]}-T{p[1]}")
 def test_msm_g1_affine_block_sizes(affine, rng):
-    """Blocks of 1 (no tree), 2 and 8 threads: the tree's edge shapes."""
+    """Blocks of 1 (no tree), 2 and 8 threads: the tree's edge shapes; batch grids of 16 threads
+    (many lanes each) and of 256 threads (more than the chunks: threads without a lane)."""
     n = 90
     pts = points("g1", n)
     sc = dist_scalars(rng, n, "uniform")
-    assert np.array_equal(affine.msm_g1(pts, sc, c=4, segment=3, balance="affine"), cpu_msm(pts, sc, "g1"))
+    assert np.array_equal(affine.msm_g1(pts, sc, c=4, segment=3, balance=affine.BAL), cpu_msm(pts, sc, "g1"))
 
 
 def _multiples(group, ks, seed=41):
@@ -100,10 +108,10 @@ def test_msm_g1_affine_doublings_and_cancellations(affine, segment, c):
     """Repeated bases and their negatives: P == acc (the batch's doubling), P == −acc (empty
     accumulator), the running sum equal to the next base, infinity among the bases."""
     for i, (pts, sc) in enumerate(_special_cases("g1")):
-        got = affine.msm_g1(pts, sc, c=c, segment=segment, balance="affine")
+        got = affine.msm_g1(pts, sc, c=c, segment=segment, balance=affine.BAL)
         assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"case {i} S={segment} c={c}"
     pts = _multiples("g1", [1, -1])
-    assert not affine.msm_g1(pts, to_arr([12345, 12345], 32), c=4, balance="affine").any()
+    assert not affine.msm_g1(pts, to_arr([12345, 12345], 32), c=4, balance=affine.BAL).any()
 
 
 def test_msm_affine_indexed_precomputed(affine, rng):
@@ -113,13 +121,13 @@ def test_msm_affine_indexed_precomputed(affine, rng):
     idx = np.array([rnd.randrange(40) for _ in range(150)], dtype=np.uint32)
     sc = dist_scalars(rng, 150, "real_tail")
     want = cpu_msm(pts, sc, "g1", idx)
-    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4, balance="affine"), want)
-    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=6, balance="affine"), want)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=5, k=3, segment=4, balance=affine.BAL), want)
+    assert np.array_equal(affine.msm_g1_indexed(pts, sc, idx, c=6, balance=affine.BAL), want)
     if _g2_ready():
         p2 = points("g2", 16, seed=5)
         i2 = np.array([rnd.randrange(16) for _ in range(40)], dtype=np.uint32)
         s2 = dist_scalars(rng, 40, "bits90")
-        got = affine.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3, balance="affine")
+        got = affine.msm_g2_indexed(p2, s2, i2, c=4, k=2, segment=3, balance=affine.BAL)
         assert np.array_equal(got, cpu_msm(p2, s2, "g2", i2))
 
 
@@ -133,26 +141,33 @@ G2_CASES = [("uniform", 33, 4, 64), ("bits90", 64, 3, 3), ("ones", 20, 4, 2), ("
 def test_msm_g2_affine_matches_cpu(affine, rng, kind, n, c, segment):
     pts = points("g2", n)
     sc = dist_scalars(rng, n, kind)
-    got = affine.msm_g2(pts, sc, c=c, segment=segment, balance="affine")
+    got = affine.msm_g2(pts, sc, c=c, segment=segment, balance=affine.BAL)
     assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 affine {kind} n={n} c={c} S={segment}"
 
 
 @needs_g2
 def test_msm_g2_affine_doublings_and_cancellations(affine):
     for i, (pts, sc) in enumerate(_special_cases("g2")[:3]):
-        got = affine.msm_g2(pts, sc, c=3, segment=3, balance="affine")
+        got = affine.msm_g2(pts, sc, c=3, segment=3, balance=affine.BAL)
         assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 case {i}"
 
 
 def test_affine_plan(gpu_msm):
-    """"affine" plans like "flat" (levels, buffers) and is the default only for large G2 MSMs."""
+    """"affine" plans like "flat" (levels, buffers) and is the default only for large G2 MSMs;
+    "batch" plans like "flat" plus one lane row per possible flat chunk (ceil(n·W / S))."""
     M = gpu_msm
     for n in (1, 3, 100, 4096, 1 << 20):
         for S in (2, 64):
-            a = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="flat")
-            b = M.msm_plan(n, "g1", None, npoints=n, c=8, segment=S, balance="affine")
-            assert b.balance == "affine" and (b.levels, b.buffers) == (a.levels, a.buffers)
-    assert "affine" in M.BALANCES
+            for g in ("g1", "g2"):
+                a = M.msm_plan(n, g, None, npoints=n, c=8, segment=S, balance="flat")
+                b = M.msm_plan(n, g, None, npoints=n, c=8, segment=S, balance="affine")
+                assert b.balance == "affine" and (b.levels, b.buffers) == (a.levels, a.buffers)
+                t = M.msm_plan(n, g, None, npoints=n, c=8, segment=S, balance="batch")
+                assert t.levels == a.levels and t.buffers[:-1] == a.buffers
+                row = {"g1": 96 + 48 + 8, "g2": 192 + 96 + 8}[g]
+                assert t.buffers[-1] == ("lanes", -(-n * a.W // S) * row)
+                assert t.scratch_bytes > a.scratch_bytes
+    assert {"affine", "batch"} <= set(M.BALANCES)
     assert all(M.default_balance(g, ix, n) != "affine" for g in ("g1", "g2") for ix in (False, True)
                for n in (None, 1, 1 << 22))
     assert all(M.default_balance("g1", ix, 1 << 27) != "affine" for ix in (False, True))

@@ -168,7 +168,7 @@ def test_msm_g1_threads(rng):
                                                ("g1", "ones", 16, 1, 12), ("g1", "real_tail", 16, 2, 20),
                                                ("g2", "uniform", 14, 1, None), ("g2", "equal", 12, 2, 8)])
 def test_msm_level0_balances(balance, group, kind, lg, k, c, rng):
-    """Every level-0 work split (BALANCES: bucket, flat, affine) gives the CPU's bytes, plain and
+    """Every level-0 work split (BALANCES: bucket, flat, affine, batch) gives the CPU's bytes, plain and
     indexed, with precomputed copies and points at infinity."""
     n = (1 << lg) + 5
     pts, sc = random_points(group, n).copy(), dist_scalars(rng, n, kind)
@@ -177,3 +177,14 @@ def test_msm_level0_balances(balance, group, kind, lg, k, c, rng):
     idx = rng.integers(0, n, size=n // 2).astype(np.uint32)
     fn = M.msm_g1_indexed if group == "g1" else M.msm_g2_indexed
     assert np.array_equal(fn(pts, sc[: n // 2], idx, c=c, balance=balance), cpu(pts, sc[: n // 2], group, idx))
+
+
+@pytest.mark.parametrize("group,kind,lg,k,c,S", [("g1", "uniform", 20, 1, 16, 64), ("g1", "bits90", 20, 2, 16, 64),
+                                                 ("g1", "uniform", 19, 2, 20, 16), ("g2", "uniform", 18, 1, 16, 32)])
+def test_msm_batch_many_lanes(group, kind, lg, k, c, S, rng):
+    """balance "batch" with more flat chunks than resident threads (J > 1 lanes per thread, the
+    sweeps alternating direction over them) gives the CPU's bytes."""
+    n = (1 << lg) + 3
+    pts, sc = random_points(group, n), dist_scalars(rng, n, kind)
+    got = gpu_msm(group, pts, sc, c=c, k=k, segment=S, balance="batch")
+    assert np.array_equal(got, cpu(pts, sc, group))

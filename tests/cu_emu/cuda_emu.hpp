@@ -29,6 +29,10 @@ struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 
 extern thread_local dim3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;

@@ -154,9 +154,11 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_msm_tiles_segments), EMU_KERNEL(cuzk_msm_apply_segments),
     EMU_KERNEL(cuzk_msm_scan_block),
     EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_points_flat_g1), EMU_KERNEL(cuzk_msm_sum_points_affine_g1),
+    EMU_KERNEL(cuzk_msm_sum_points_batch_g1),
     EMU_KERNEL(cuzk_msm_sum_partials_g1),
     EMU_KERNEL(cuzk_msm_windows_g1), EMU_KERNEL(cuzk_msm_precompute_g1),
     EMU_KERNEL(cuzk_msm_sum_points_g2), EMU_KERNEL(cuzk_msm_sum_points_flat_g2), EMU_KERNEL(cuzk_msm_sum_points_affine_g2),
+    EMU_KERNEL(cuzk_msm_sum_points_batch_g2),
     EMU_KERNEL(cuzk_msm_sum_partials_g2),
     EMU_KERNEL(cuzk_msm_windows_g2), EMU_KERNEL(cuzk_msm_precompute_g2),
 };

@@ -60,7 +60,9 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 // Level 0 over the sorted entries: bucket-relative segments (NAME = cuzk_msm_sum_points) or
 // flat chunks (cuzk_msm_sum_points_flat), the same arguments; cuzk_msm_sum_points_affine takes
 // them too (the flat chunks, affine additions sharing one inversion per block and step), with
-// dynamic shared memory of blockDim.x field elements, blockDim.x a power of two.
+// dynamic shared memory of blockDim.x field elements, blockDim.x a power of two;
+// cuzk_msm_sum_points_batch takes them and its lanes' state (affine accumulators, prefix products
+// and words, cap rows each: msm::sum_points_batch).
 #define CUZK_MSM_POINTS_KERNEL(NAME, FN, G)                                                             \
     extern "C" __global__ void NAME##_##G(G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off,    \
                                           const uint32_t* entries, const G##_affine_t* points,          \
@@ -79,6 +81,16 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
         CUZK_DYN_SMEM(uint4, affine_tree_##G);                                                          \
         msm::sum_points_affine<CUZK_MSM_AFFINE_LANES>(out, seg, off, entries, points, nb, S,            \
                                                       affine_tree_##G);                                 \
+    }                                                                                                   \
+    /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2) */          \
+    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
+        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
+        const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
+    {                                                                                                   \
+        typedef decltype(G##_affine_t::x) F;                                                            \
+        F* pre = reinterpret_cast<F*>(lanes + cap);                                                     \
+        msm::sum_points_batch(out, seg, off, entries, points, nb, S, lanes, pre,                        \
+                              reinterpret_cast<uint2*>(pre + cap));                                     \
     }                                                                                                   \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \

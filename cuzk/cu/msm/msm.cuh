@@ -27,6 +27,8 @@
 //                 cut at bucket boundaries (chunk_sums below): equal work per thread.
 //                 Or ("affine", level 0 only): the flat chunks and pieces, summed with affine
 //                 additions that share one inversion per block and step (sum_points_affine).
+//                 Or ("batch", level 0 only): the flat chunks, J per thread, with affine
+//                 additions that share one inversion per thread and step (sum_points_batch).
 //   5. windows    P blocks per window: Σ_j (j + 1)·B_j by running sums, then a tree.
 // The host finishes Σ_w 2^(w·c)·window_w by Horner's rule (cuzk/_cuda_pending.py).
 #pragma once
@@ -551,6 +553,203 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
                 }
             }
         }
+    }
+}
+
+// ---- level 0 with batch-inverted affine additions, lane state in device memory ("batch")
+
+// One field element through 128-bit loads / stores (sizeof(F) a multiple of 16, p 16-byte aligned).
+template <class F>
+CUZK_DEVICE F load_field(const F* p)
+{
+    constexpr int V = sizeof(F) / 16;
+    static_assert(sizeof(F) % 16 == 0, "load_field: field size not a multiple of 16");
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    F r;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const uint4 v = q[k];
+        field_word(r, 4 * k) = v.x;
+        field_word(r, 4 * k + 1) = v.y;
+        field_word(r, 4 * k + 2) = v.z;
+        field_word(r, 4 * k + 3) = v.w;
+    }
+    return r;
+}
+
+template <class F>
+CUZK_DEVICE void store_field(F* p, F v)
+{
+    constexpr int V = sizeof(F) / 16;
+    uint4* q = reinterpret_cast<uint4*>(p);
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        q[k] = make_uint4(field_word(v, 4 * k), field_word(v, 4 * k + 1), field_word(v, 4 * k + 2),
+                          field_word(v, 4 * k + 3));
+}
+
+// Lane flags (word[m].y of sum_points_batch): the accumulator is empty; an addition / a doubling
+// waits for the thread's next inversion.
+constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
+
+// Level 0 with affine accumulators and one inversion per thread and step, shared by the J lanes
+// (flat chunks) of the thread.  The flat variant's chunks and pieces (chunk_sums: chunk m =
+// sorted entries [m·S, min((m + 1)·S, E)), cut at bucket boundaries, the piece of bucket b to
+// out[seg[b] + m − floor(off[b]/S)]); thread g of G = gridDim.x·blockDim.x owns chunks
+// m = g + l·G, l < J = its share of ceil(E/S).  The lanes' state lives in device memory, indexed
+// by chunk (consecutive threads: consecutive rows, so a warp's accesses coalesce): acc[m] (the
+// affine accumulator), pre[m] (its exclusive prefix product in the current batch), word[m] =
+// (bucket, LANE_* flags).  No barriers, no shared memory: threads never wait for each other,
+// and the registers hold one lane at a time (the block-shared inversion of sum_points_affine
+// left a block idle while one thread inverted, with the lanes in local memory).
+//
+// Sweep k = 0 .. S visits the thread's lanes, forward for even k, backward for odd k, and in
+// each lane:
+//   1. applies step k − 1 (entry m·S + k − 1): if it waits (LANE_ADD / LANE_DBL),
+//      1/d = inv·pre[m], inv ← inv·d (Montgomery's trick backwards: this sweep runs in the
+//      opposite order of the one that built the products), then
+//        λ = (y2 − y1)/(x2 − x1)  or  3·x1^2 / (2·y1),  x3 = λ^2 − x1 − x2,  y3 = λ·(x1 − x3) − y1;
+//      if that entry ends the lane's piece (bucket end or chunk end), writes the piece's sum as
+//      XYZZ (ZZ = ZZZ = 1, or infinity when empty) and starts the next bucket empty;
+//   2. prepares step k (entry m·S + k, P with its sign applied):
+//        P infinity:                        nothing
+//        accumulator empty:                 acc = P
+//        P.x ≠ acc.x:                       LANE_ADD, d = P.x − acc.x
+//        P.x = acc.x, P.y = −acc.y:         acc empty (also y = 0: P + P = O)
+//        P.x = acc.x, P.y = acc.y:          LANE_DBL, d = 2·acc.y (≠ 0)
+//      and for a waiting lane pre[m] = Π of the d's before it in this sweep, run ← run·d;
+// then inv = 1/run (every d is non-zero, so run is too) when any lane waits.
+// Per addition: 1M (run), 2M (peeling), 1M λ, 1S λ^2, 1M y3 = 5M + 1S, plus 1/J of an
+// inversion — against 8M + 2S for the XYZZ mixed addition.  Memory per addition: ~450 bytes
+// (the point twice, x only the first time; acc, pre and word read and written once).  A lane's
+// loads are issued together at its start, with its entries fetched while the previous lane ran:
+// with every load waiting on the one before (word → acc, entry → point, then pre) the first
+// version spent most of its time waiting (H200, 194 registers, 8 warps per SM: G1 2^27 level 0
+// 675 ms against XYZZ's 692).
+template <class F>
+CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
+                                  const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
+                                  affine_t<F>* acc, F* pre, uint2* word)
+{
+    typedef affine_t<F> affine;
+    const uint64_t E = off[nb], chunks = (E + S - 1) / S;
+    const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= chunks) return;
+    const uint64_t J = (chunks - 1 - g) / G + 1;          // lanes: m = g + l·G < chunks
+    F inv = F::one();                                      // 1/Π of the previous sweep's d's
+    for (uint32_t k = 0; k <= S; k++) {
+        const bool fwd = !(k & 1u);
+        auto lane = [&](uint64_t i) { return g + (fwd ? i : J - 1 - i) * G; };
+        // The entries of steps k − 1 and k of the i-th lane of this sweep (0 past its chunk), one
+        // lane ahead: each lane's loads then issue at once, not entry → point one after another.
+        auto lane_entries = [&](uint64_t i, uint32_t& ep, uint32_t& ec) {
+            ep = ec = 0;
+            if (i >= J) return;
+            const uint64_t base = lane(i) * S, cend = base + S < E ? base + S : E;
+            if (k > 0 && base + k <= cend) ep = entries[base + k - 1];
+            if (base + k < cend) ec = entries[base + k];
+        };
+        uint32_t ep_next, ec_next;
+        lane_entries(0, ep_next, ec_next);
+        F run = F::one();
+        bool any = false;
+        for (uint64_t i = 0; i < J; i++) {
+            const uint32_t ep = ep_next, ec = ec_next;
+            lane_entries(i + 1, ep_next, ec_next);
+            const uint64_t m = lane(i);
+            const uint64_t base = m * S, cend = base + S < E ? base + S : E;
+            if (base + k > cend) continue;                 // the chunk ended in an earlier sweep
+            const bool cur = base + k < cend;              // step k exists (else: only k − 1 to finish)
+            // Every load of the lane first (used or not: they do not wait for one another).
+            uint32_t b, fl;
+            affine a = affine::infinity(), Pp;
+            F pm, pxc;
+            if (k == 0) {
+                b = bucket_of(off, nb, base);              // off[b] <= m·S < off[b + 1]: non-empty
+                fl = LANE_EMPTY;
+            } else {
+                const uint2 w = word[m];
+                b = w.x;
+                fl = w.y;
+                a = affine::load(acc + m);                 // stale when the lane is empty: unused
+                pm = load_field(pre + m);
+                Pp = affine::load(points + (ep & ~NEG_BIT));
+            }
+            if (cur) pxc = load_field(&points[ec & ~NEG_BIT].x);
+            if (k > 0) {
+                const uint64_t j = base + k - 1;           // apply step k − 1
+                if (fl & (LANE_ADD | LANE_DBL)) {
+                    F d, num, x2;
+                    if (fl & LANE_DBL) {
+                        d = a.y + a.y;
+                        const F xx = a.x.sqr();
+                        num = xx + xx + xx;                /* 3·x1^2 */
+                        x2 = a.x;
+                    } else {
+                        const F py = (ep & NEG_BIT) ? -Pp.y : Pp.y;
+                        d = Pp.x - a.x;
+                        num = py - a.y;
+                        x2 = Pp.x;
+                    }
+                    const F dinv = inv * pm;               /* 1/d */
+                    inv = inv * d;
+                    const F lambda = num * dinv;
+                    const F x3 = lambda.sqr() - a.x - x2;
+                    a.y = lambda * (a.x - x3) - a.y;
+                    a.x = x3;
+                    fl = 0;
+                }
+                if (j + 1 == off[b + 1] || !cur) {         // the piece ends at j
+                    out[seg[b] + (m - off[b] / S)] = (fl & LANE_EMPTY) ? xyzz_t<F>::infinity()
+                                                                       : xyzz_t<F>{a.x, a.y, F::one(), F::one()};
+                    fl = LANE_EMPTY;
+                    if (!cur) continue;                     // the chunk is done
+                    b = bucket_of(off, nb, j + 1);          // the next non-empty bucket starts at j + 1
+                }
+            }
+            // prepare step k (entry base + k, point ec)
+            const affine* pp = points + (ec & ~NEG_BIT);
+            const bool neg = (ec & NEG_BIT) != 0;
+            if (fl & LANE_EMPTY) {
+                const affine P = affine::load(pp);
+                if (!P.is_inf()) {
+                    a = neg ? P.neg() : P;
+                    fl = 0;
+                }
+            } else {
+                F py;
+                bool inf = false, have_y = false;
+                if (pxc.is_zero()) {                        // x = 0: infinity, or a point (0, ±2)
+                    py = load_field(&pp->y);
+                    have_y = true;
+                    inf = py.is_zero();
+                }
+                if (!inf) {
+                    F d = pxc - a.x;
+                    if (d.is_zero()) {
+                        if (!have_y) py = load_field(&pp->y);
+                        if (neg) py = -py;
+                        if ((py + a.y).is_zero()) {
+                            fl = LANE_EMPTY;                // P == −acc
+                        } else {
+                            d = a.y + a.y;                  /* P == acc: d = 2·y1 */
+                            fl = LANE_DBL;
+                        }
+                    } else {
+                        fl = LANE_ADD;
+                    }
+                    if (fl & (LANE_ADD | LANE_DBL)) {
+                        store_field(pre + m, run);          /* Π of this sweep's d's before lane m */
+                        run = any ? run * d : d;
+                        any = true;
+                    }
+                }
+            }
+            if (!(fl & LANE_EMPTY)) a.store(acc + m);
+            word[m] = make_uint2(b, fl);
+        }
+        if (any) inv = inverse(run);
     }
 }
 
