@@ -17,7 +17,8 @@ Device-resident interface (the prover's stages; bases stay in device memory acro
 
 Numpy conveniences on top (upload, enqueue, sync; tests and simple callers): ``msm_g1``,
 ``msm_g1_indexed``, ``msm_g2``, ``msm_g2_indexed`` take the CPU's layouts and return the bytes
-of ``cuzk._native._msm.msm`` / ``msm_indexed``.
+of ``cuzk._native._msm.msm`` / ``msm_indexed``.  Their level-0 balance, when not given, is
+``sampled_balance``: ``default_balance``, minus "batch" for mostly small plain scalars.
 
 Scalars: 4 x 64-bit little-endian limbs per scalar, ``scalar_form="canonical"`` (< 2^255) or
 ``"montgomery"`` (x·2^256 mod r for x < r, the blstrs layout the NTT leaves on the device;
@@ -35,8 +36,8 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES", "default_balance",
-           "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
+           "default_balance", "sampled_balance", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
@@ -354,10 +355,10 @@ def _affine_lanes():
 _occupancy = {}
 
 
-def _resident_blocks(fn, name, threads):
-    """Blocks of ``threads`` an SM holds at once for kernel ``fn`` (memoized by name and size;
-    ``_BATCH_PER_SM`` where the driver has no occupancy query)."""
-    key = (name, threads)
+def _resident_blocks(fn, device, name, threads):
+    """Blocks of ``threads`` an SM of ``device`` holds at once for kernel ``fn`` (memoized by
+    device ordinal, name and size; ``_BATCH_PER_SM`` where the driver has no occupancy query)."""
+    key = (getattr(device, "ordinal", 0), name, threads)
     if key not in _occupancy:
         occ = getattr(fn, "occupancy", None)
         _occupancy[key] = max(1, int(occ(threads))) if occ is not None else _BATCH_PER_SM
@@ -373,7 +374,7 @@ def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bo
         T, name = _BATCH_THREADS, "cuzk_msm_sum_points_batch_" + g
         fn = st.fn(name)
         cap = _batch_cap(plan.n * plan.W, plan.S)
-        grid = max(1, min(-(-cap // T), plan.sm_count * _resident_blocks(fn, name, T)))
+        grid = max(1, min(-(-cap // T), plan.sm_count * _resident_blocks(fn, plan.device, name, T)))
         fn.launch(s, grid, T, args + [("P", lanes), ("Q", cap)])
         return
     if plan.balance == "affine":
@@ -602,12 +603,48 @@ def _at_least_r(s):
     return np.flatnonzero(ge | eq)
 
 
+# Plain G1 MSMs through the NumPy API (scalars on the host, so they can be looked at) from
+# _G1_BATCH_MIN scalars: "batch" wins when chunks are many (uniform scalars: ~W entries each) and
+# loses when most scalars are small (one entry each: few chunks, few lanes per thread to share an
+# inversion).  H200, 2^24 c = 16 k = 4: bits90 24.06 against flat's 21.05 ms, real_tail 25.89
+# against 23.11; uniform 102.6 against 121.6.  So a sample decides: when at least _SKEW_SMALL of
+# _SKEW_SAMPLE evenly spaced scalars are < 2^16, the plan takes the default below "batch".
+_SKEW_SAMPLE, _SKEW_SMALL = 1024, 0.5
+
+
+def _skewed(scalars, scalar_form):
+    """Whether at least ``_SKEW_SMALL`` of an evenly spaced sample of ``scalars`` (uint64 (n, 4)
+    in ``scalar_form``) is below 2^16."""
+    n = scalars.shape[0]
+    if n == 0:
+        return False
+    sample = np.ascontiguousarray(scalars[:: max(1, n // _SKEW_SAMPLE)][:_SKEW_SAMPLE])
+    if scalar_form == "montgomery":
+        from ._assignment import fr_from_mont
+        sample = fr_from_mont(sample)
+    small = (sample[:, 1:] == 0).all(axis=1) & (sample[:, 0] < np.uint64(1 << 16))
+    return float(small.mean()) >= _SKEW_SMALL
+
+
+def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1):
+    """The default level-0 balance of a plain (not indexed) MSM of these host ``scalars``:
+    ``default_balance``, except that a "batch" choice falls back to the narrower default when
+    ``_skewed`` (mostly small scalars)."""
+    n = scalars.shape[0]
+    balance = default_balance(group, False, n, c)
+    if balance == "batch" and _skewed(scalars, scalar_form):
+        balance = default_balance(group, False, None, window_bits(n, k) if c is None else c)
+    return balance
+
+
 def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
     n, N = scalars.shape[0], points.shape[0]
     if n == 0 or N == 0:
         return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
     d = _driver()
     st = _state(device)
+    if balance is None and idx is None:
+        balance = sampled_balance(group, scalars, scalar_form, c, k)
     plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,
                     balance=balance)
     s = stream if stream is not None else st.streams()[0]

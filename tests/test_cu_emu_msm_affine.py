@@ -171,3 +171,24 @@ def test_affine_plan(gpu_msm):
     assert all(M.default_balance(g, ix, n) != "affine" for g in ("g1", "g2") for ix in (False, True)
                for n in (None, 1, 1 << 22))
     assert all(M.default_balance("g1", ix, 1 << 27) != "affine" for ix in (False, True))
+
+
+def test_numpy_msm_batch_by_sampled_skew(gpu_msm, fake, rng, monkeypatch):  # noqa: F811
+    """The NumPy API's plain G1 MSM takes "batch" from ``_G1_BATCH_MIN`` scalars unless a sample of
+    them is mostly small (< 2^16: one entry each), in either scalar form; the bytes are the CPU's
+    either way."""
+    M = gpu_msm
+    monkeypatch.setattr(M, "_G1_BATCH_MIN", 64)
+    n = 150
+    pts = points("g1", n)
+    for kind, batch in (("uniform", True), ("r_minus_1", True), ("bits90", False), ("real_tail", False),
+                        ("small", False), ("zeros", False)):
+        sc = dist_scalars(rng, n, kind)
+        assert M._skewed(sc, "canonical") is (not batch), kind
+        assert M._skewed(fr_to_mont(sc), "montgomery") is (not batch), kind
+        since = len(fake.launches)
+        got = M.msm_g1(pts, fr_to_mont(sc), c=5, scalar_form="montgomery")
+        assert np.array_equal(got, cpu_msm(pts, sc, "g1")), kind
+        if kind != "zeros":
+            assert bool(_launched_affine(fake, since, "batch")) is batch, kind
+    assert not M._skewed(np.zeros((0, 4), dtype=np.uint64), "canonical")
