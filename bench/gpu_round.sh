@@ -6,8 +6,10 @@
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
 # Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 /
 #   tests upload eng27 (--stage-options "streams=1;streams=2") sqrab / eng27 msmk / g2aff22 (bench/RESULTS.md).
-# Next: tests first (the final session-8 tree: precompute auto k = 16/8 below 2^23 and the reverted side
-#   priority have not run the GPU suite), then msm27 (2^26 not re-measured since session 4).
+# Session 9: tests msm26 / msmbatch (batch v1) / msmbatch (v2) / tests eng27 (two-lock, --single 2) msm26b / batchsm.
+# Next: tests first (sampled_balance for the NumPy API came after the last GPU suite run), then the batch
+#   kernel's registers (240: 8 warps per SM; step batchlb, an A/B with __launch_bounds__(128, 3)) and one
+#   gather per point (bench/RESULTS.md, session 9 "Next").
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -86,6 +88,16 @@ for step in "${@:-all}"; do
                 --no-check --runs 5 --json "$OUT/batchsm.json" 2>&1 | grep "^g1 "
            for T in 64 256; do CUZK_MSM_BATCH_THREADS=$T timeout 60 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 \
                 --k 4 --balance batch --no-check --runs 5 --json "$OUT/batchT$T.json" 2>&1 | grep "^g1 " | sed "s/^/T=$T /"; done ;;
+    batchlb) # A/B of the batch kernel's register cap in one call: a copy of cuzk/cu with __launch_bounds__(128, 3)
+           rm -rf /tmp/cu_lb && cp -r cuzk/cu /tmp/cu_lb && sed -i '1i #define CUZK_MSM_BATCH_MIN_BLOCKS 3' /tmp/cu_lb/msm/msm.cu
+           for v in lb3 base; do
+             if [ $v = lb3 ]; then export CUZK_CU_DIR=/tmp/cu_lb; else unset CUZK_CU_DIR; fi
+             python3 bench/affine_occupancy.py 2>&1 | grep batch | sed "s/^/$v /"
+             timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --balance batch --runs 5 \
+               --json "$OUT/batchlb24-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
+             timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --balance batch --no-check \
+               --runs 3 --json "$OUT/batchlb27-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
+           done; unset CUZK_CU_DIR ;;
     msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \

@@ -71,6 +71,15 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
         msm::FN(out, seg, off, entries, points, nb, S);                                                 \
     }
 
+// CUZK_MSM_BATCH_MIN_BLOCKS (development A/B, undefined by default): compile the batch kernels
+// with __launch_bounds__(128, N), i.e. registers capped so that N blocks of 128 fit an SM (sm_90
+// without it: 240 registers, 2 blocks); launches must then use <= 128 threads (_BATCH_THREADS).
+#ifdef CUZK_MSM_BATCH_MIN_BLOCKS
+#define CUZK_MSM_BATCH_BOUNDS __launch_bounds__(128, CUZK_MSM_BATCH_MIN_BLOCKS)
+#else
+#define CUZK_MSM_BATCH_BOUNDS
+#endif
+
 #define CUZK_MSM_GROUP(G)                                                                               \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points, sum_points, G)                                          \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points_flat, sum_points_flat, G)                                \
@@ -83,7 +92,7 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
                                                       affine_tree_##G);                                 \
     }                                                                                                   \
     /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2) */          \
-    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
+    extern "C" __global__ void CUZK_MSM_BATCH_BOUNDS cuzk_msm_sum_points_batch_##G(                     \
         G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
         const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
     {                                                                                                   \
@@ -115,3 +124,4 @@ CUZK_MSM_GROUP(g1)
 CUZK_MSM_GROUP(g2)
 #undef CUZK_MSM_GROUP
 #undef CUZK_MSM_POINTS_KERNEL
+#undef CUZK_MSM_BATCH_BOUNDS
