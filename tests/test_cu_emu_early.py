@@ -327,11 +327,12 @@ def test_auto_h_msm_fits_the_budget():
     dev = SimpleNamespace(sm_count=132)
     n = 1 << 24
     H = (n - 1) * 96                        # bytes of one copy of the H bases
-    part = 4 * n * 32                       # a partition's a, b, c and H output (plus scratch)
+    part = 4 * n * 32                       # a partition's a, b, c and H output
     base = 10 << 30
-    roomy = base + 3 * H + 2 * part + (4 << 30)
+    scratch = 6 << 30                       # > 2 x the H MSM's scratch (2.4 GiB at k = 4 with batch lanes)
+    roomy = base + 3 * H + 2 * part + scratch
     assert auto_h_msm(n, n - 1, dev, _Free(roomy), base) == (4, None)
-    k, _ = auto_h_msm(n, n - 1, dev, _Free(base + 2 * H + 2 * part + (4 << 30)), base)
+    k, _ = auto_h_msm(n, n - 1, dev, _Free(base + 2 * H + 2 * part + scratch), base)
     assert k == 2
     assert auto_h_msm(n, n - 1, dev, _Free(base + part), base) == (1, None)
     assert auto_h_msm(n, n - 1, dev, _Free(base + part), base, c=18) == (1, 18)
