@@ -27,6 +27,37 @@ template <class P>
 CUZK_DEVICE uint32_t& field_word(mont_t<P>& f, int i) { return f.l[i]; }
 CUZK_DEVICE uint32_t& field_word(fq2_t& f, int i) { return i < fq_t::N ? f.c0.l[i] : f.c1.l[i - fq_t::N]; }
 
+// One field element through 128-bit loads / stores (sizeof(F) a multiple of 16, p 16-byte aligned;
+// a whole point: affine_t::load / store).
+template <class F>
+CUZK_DEVICE F load_field(const F* p)
+{
+    constexpr int V = sizeof(F) / 16;
+    static_assert(sizeof(F) % 16 == 0, "load_field: field size not a multiple of 16");
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    F r;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const uint4 v = q[k];
+        field_word(r, 4 * k) = v.x;
+        field_word(r, 4 * k + 1) = v.y;
+        field_word(r, 4 * k + 2) = v.z;
+        field_word(r, 4 * k + 3) = v.w;
+    }
+    return r;
+}
+
+template <class F>
+CUZK_DEVICE void store_field(F* p, F v)
+{
+    constexpr int V = sizeof(F) / 16;
+    uint4* q = reinterpret_cast<uint4*>(p);
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        q[k] = make_uint4(field_word(v, 4 * k), field_word(v, 4 * k + 1), field_word(v, 4 * k + 2),
+                          field_word(v, 4 * k + 3));
+}
+
 template <class field_t>
 struct affine_t {
     field_t x, y;
@@ -38,6 +69,9 @@ struct affine_t {
 
     // *p with 128-bit loads (sizeof(field_t) is a multiple of 16; p 16-byte aligned, as every
     // row of a point array from the pool is).
+    // Not load_field / store_field per coordinate: the point's 2V vector accesses are issued
+    // interleaved, and the per-coordinate form compiles to other SASS (sm_90: reordered and 8
+    // instructions more in sum_points_affine_g1) than the kernels were measured with.
     static CUZK_DEVICE affine_t load(const affine_t* p)
     {
         constexpr int V = sizeof(field_t) / 16;

@@ -558,36 +558,6 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
 
 // ---- level 0 with batch-inverted affine additions, lane state in device memory ("batch")
 
-// One field element through 128-bit loads / stores (sizeof(F) a multiple of 16, p 16-byte aligned).
-template <class F>
-CUZK_DEVICE F load_field(const F* p)
-{
-    constexpr int V = sizeof(F) / 16;
-    static_assert(sizeof(F) % 16 == 0, "load_field: field size not a multiple of 16");
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-    F r;
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        const uint4 v = q[k];
-        field_word(r, 4 * k) = v.x;
-        field_word(r, 4 * k + 1) = v.y;
-        field_word(r, 4 * k + 2) = v.z;
-        field_word(r, 4 * k + 3) = v.w;
-    }
-    return r;
-}
-
-template <class F>
-CUZK_DEVICE void store_field(F* p, F v)
-{
-    constexpr int V = sizeof(F) / 16;
-    uint4* q = reinterpret_cast<uint4*>(p);
-#pragma unroll
-    for (int k = 0; k < V; k++)
-        q[k] = make_uint4(field_word(v, 4 * k), field_word(v, 4 * k + 1), field_word(v, 4 * k + 2),
-                          field_word(v, 4 * k + 3));
-}
-
 // Lane flags (word[m].y of sum_points_batch): the accumulator is empty; an addition / a doubling
 // waits for the thread's next inversion.
 constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
