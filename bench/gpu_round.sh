@@ -98,6 +98,14 @@ for step in "${@:-all}"; do
              timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --balance batch --no-check \
                --runs 3 --json "$OUT/batchlb27-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
            done; unset CUZK_CU_DIR ;;
+    tailbal) # the tail MSMs' level 0 by size and distribution (k = 1, as the tails run): G1 flat/batch, G2 flat/affine/batch
+           timeout 200 python3 bench/bench_gpu_msm.py --g1 23,24 --g2 '' --kinds uniform,bits90,real_tail --k 1 \
+                --balance flat,batch --no-check --runs 5 --json "$OUT/tailbal-g1.json" 2>&1 | grep "^g1 "
+           timeout 200 python3 bench/bench_gpu_msm.py --g1 '' --g2 20,21,22 --kinds uniform,bits90,real_tail --k 1 \
+                --balance flat,affine,batch --no-check --runs 5 --json "$OUT/tailbal-g2.json" 2>&1 | grep "^g2 " ;;
+    c22b) # the H MSM at 2^27 with the batch level 0: c = 20 against 22 (12 windows; count and scatter grow)
+           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20,22 --k 2 \
+                --balance batch --no-check --runs 2 --json "$OUT/c22b.json" 2>&1 | tee "$OUT/c22b.log" | grep -v "^ *$" | grep -v "^msm " | tail -8 ;;
     msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \
