@@ -193,30 +193,43 @@ class MsmPlan:
 # 88.5/81.9 vs 109.7/103.6 but bits90 31.8/27.2 vs 27.7/23.5 and real_tail 34.0/29.1 vs
 # 30.8/26.4 (flat faster on the skewed ones, which is what G2 tails are).  2^23 is between.
 _G2_AFFINE_MIN = 1 << 23
+# ... and from this many when a sample of the scalars says they are not mostly small (the B_G2 tail
+# of a witness whose full values are uniform; ``sampled_balance``).  H200, session 10 (call 1,
+# c = 16, k = 1, uniform, affine vs flat): 2^20 40.85 vs 34.59 ms, 2^21 52.56 vs 60.13, 2^22
+# 87.95 vs 109.16 (batch: 41.03 / 65.85 / 105.94; on bits90 and real_tail flat wins at all three).
+_G2_AFFINE_UNIFORM_MIN = 1 << 21
 # Plain G1 at c >= 20 (H200, uniform): 2^27 k = 2 flat 903 ms vs bucket 910; 2^24 k = 4 133 vs 152.
 _G1_FLAT_C = 20
 # Plain G1 MSMs of at least this many scalars default to "batch".  H200, session 9 (bench/RESULTS.md),
 # uniform, batch vs flat: 2^27 c = 20 k = 2 695.9 vs 827.1 ms (level 0 560.8 vs 691.6); 2^24 k = 4
 # c = 16 102.6 vs 121.6, c = 20 110.4 vs 117.6.  Skewed scalars make fewer chunks, hence fewer
 # lanes per thread to share an inversion: bits90 / real_tail 2^24 c = 16 24.1 / 25.9 vs 21.1 / 23.1
-# (the plain MSM is the H MSM, whose scalars are uniform; the skewed tails are indexed and stay
-# flat).  Below 2^23 J = chunks / resident threads falls under ~30 and batch stops paying: 2^22
-# (c = 16, k = 8) 30.3 vs bucket's 32.0, 2^20 (k = 16) 13.0 vs 9.3.
+# (so skewed scalars, which a sample shows, keep the narrower default: ``sampled_balance``).
+# Below 2^23 J = chunks / resident threads falls under ~30 and batch stops paying: 2^22
+# (c = 16, k = 8) 30.3 vs bucket's 32.0, 2^20 (k = 16) 13.0 vs 9.3.  Tails (indexed, k = 1, as the
+# stages run them), session 10, uniform, batch vs flat: 2^23 59.40 vs 64.14 ms, 2^24 107.49 vs
+# 124.60; bits90 18.15 / 26.64 vs 13.38 / 22.52, real_tail 19.68 / 29.06 vs 15.15 / 25.14.
 _G1_BATCH_MIN = 1 << 23
 
 
-def default_balance(group, indexed, n=None, c=None):
+def default_balance(group, indexed, n=None, c=None, skewed=None):
     """Level 0's measured best work split for an MSM of ``n`` scalars of ``group`` at window
-    width ``c`` (see ``BALANCES``): "affine" for G2 from ``_G2_AFFINE_MIN`` scalars, "flat" for
-    smaller G2 and for indexed (tail) G1 MSMs; for plain G1 MSMs "batch" from ``_G1_BATCH_MIN``
-    scalars, else "flat" from ``_G1_FLAT_C`` bits (their buckets are Poisson-sized) and "bucket"
-    below."""
+    width ``c`` (see ``BALANCES``).
+
+    ``skewed``: whether most scalars are small (``_skewed``: one entry each, few chunks); None
+    (not looked at) takes plain scalars as uniform (the H MSM's) and indexed ones as skewed (the
+    tails of a witness).  Uniform scalars: "batch" for G1 from ``_G1_BATCH_MIN`` scalars, "affine"
+    for G2 from ``_G2_AFFINE_UNIFORM_MIN``.  Skewed: "affine" for G2 from ``_G2_AFFINE_MIN``.
+    Otherwise "flat" for G2 and for indexed G1, and for plain G1 "flat" from ``_G1_FLAT_C`` bits
+    (their buckets are Poisson-sized) and "bucket" below."""
+    skewed = indexed if skewed is None else skewed
     if group == "g2":
-        return "affine" if n is not None and n >= _G2_AFFINE_MIN else "flat"
+        wide = _G2_AFFINE_MIN if skewed else _G2_AFFINE_UNIFORM_MIN
+        return "affine" if n is not None and n >= wide else "flat"
+    if not skewed and n is not None and n >= _G1_BATCH_MIN:
+        return "batch"
     if indexed:
         return "flat"
-    if n is not None and n >= _G1_BATCH_MIN:
-        return "batch"
     return "flat" if c is not None and c >= _G1_FLAT_C else "bucket"
 
 
@@ -627,15 +640,14 @@ def _skewed(scalars, scalar_form):
     return float(small.mean()) >= _SKEW_SMALL
 
 
-def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1):
-    """The default level-0 balance of a plain (not indexed) MSM of these host ``scalars``:
-    ``default_balance``, except that a "batch" choice falls back to the narrower default when
-    ``_skewed`` (mostly small scalars)."""
+def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1, indexed=False):
+    """The default level-0 balance of an MSM of these host ``scalars`` (uint64 (n, 4) in
+    ``scalar_form``; ``c`` and ``k`` as ``msm_plan``'s): ``default_balance`` told whether they are
+    ``_skewed``.  Plain or indexed alike: the tails of a witness whose full values are uniform take
+    the wide balances as the H MSM does."""
     n = scalars.shape[0]
-    balance = default_balance(group, False, n, c)
-    if balance == "batch" and _skewed(scalars, scalar_form):
-        balance = default_balance(group, False, None, window_bits(n, k) if c is None else c)
-    return balance
+    c = window_bits(n, k) if c is None else c
+    return default_balance(group, indexed, n, c, skewed=_skewed(scalars, scalar_form))
 
 
 def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
@@ -644,8 +656,8 @@ def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment
         return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
     d = _driver()
     st = _state(device)
-    if balance is None and idx is None:
-        balance = sampled_balance(group, scalars, scalar_form, c, k)
+    if balance is None:
+        balance = sampled_balance(group, scalars, scalar_form, c, k, indexed=idx is not None)
     plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,
                     balance=balance)
     s = stream if stream is not None else st.streams()[0]

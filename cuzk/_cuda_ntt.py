@@ -221,7 +221,7 @@ class _DeviceState(DeviceState):
         return buf
 
     def consts(self, lg_n, stream):
-        """``h_consts(lg_n)`` in Montgomery form, resident (K[0..4] of the kernels)."""
+        """``h_consts(lg_n)`` in Montgomery form, resident (K[0..5] of the kernels)."""
         def make():
             d = _driver()
             h = _rows(h_consts(lg_n))
@@ -265,29 +265,56 @@ class _DeviceState(DeviceState):
              ("I", lg_n), ("I", lo), ("I", S), ("I", LC), ("I", flags)],
             shmem=E * _FR_BYTES)
 
-    def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None)):
+    def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None), c_from_ab=False,
+                 steps=("a", "rest")):
         """h = (a·b - c)/Z as coefficients into d_h with six transforms (see ``h_consts``);
         d_a, d_b, d_c are clobbered.
 
         ``ready``: optional events to wait for before a, b, c are read.
+        ``c_from_ab``: c = a∘b row by row (a satisfied assignment: the caller checks it), so c is
+        never read and d_c is scratch; then A~ (which needs a alone) comes first, and ``steps``
+        can enqueue the work in two calls: "a" (wait for a, then A~ into d_c) and "rest" (wait
+        for b, then U, B~ and h), so that A~ runs while b is still uploading.  Without it
+        ``steps`` must be both.
         """
+        if not c_from_ab and tuple(steps) != ("a", "rest"):
+            raise ValueError("the H stage with c read from d_c runs in one call")
         plan = pass_plan(lg_n)
         zi = self.table(lg_n, "inv", stream)
         zwf = self.table(lg_n, "wfwd", stream)
         zwi = self.table(lg_n, "winv", stream)
         k = self.consts(lg_n, stream)
-        for ev in ready:
-            if ev is not None:
-                stream.wait_event(ev)
         inv_plan = list(reversed(plan))                           # bottom bits first
-        # U = n·iNTT((a·b - γc)·α/n) into d_h (a, b, c gathered: read, not clobbered)
-        for j, (S, LC, lo) in enumerate(inv_plan):
-            flags = F_INV | F_PLAIN_INV | ((F_LOAD_BITREV | F_POINTWISE) if j == 0 else 0)
-            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h, d_a if j == 0 else d_h,
-                             d_b=d_b, d_c=d_c, zinv=zi, k=k)
-        # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
-        for src, w in ((d_a, d_c), (d_b, d_a)):
-            self.to_coset_w(stream, lg_n, src, w, zi, zwf)
+
+        def wait(*evs):
+            for ev in evs:
+                if ev is not None:
+                    stream.wait_event(ev)
+
+        def u(flags0, kp):
+            # U = n·iNTT(first-pass input) into d_h (a, b (and c) gathered: read, not clobbered)
+            for j, (S, LC, lo) in enumerate(inv_plan):
+                flags = F_INV | F_PLAIN_INV | ((F_LOAD_BITREV | flags0) if j == 0 else 0)
+                self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h, d_a if j == 0 else d_h,
+                                 d_b=d_b, d_c=d_c, zinv=zi, k=kp)
+
+        if c_from_ab:
+            if "a" in steps:
+                wait(ready[0])
+                self.to_coset_w(stream, lg_n, d_a, d_c, zi, zwf)   # A~ = NTT_w(n·iNTT(a)) into d_c
+            if "rest" not in steps:
+                return
+            wait(ready[1])
+            # U = n·iNTT(a·b/(2n)) (a·b − K[0]·a·b)·K[1] = a·b·(α − β)/n = a·b/(2n)): an F_PRODUCT
+            # pass reads its factor at d_k[3], so it is given d_k + 2 rows, where K[5] sits
+            u(F_PRODUCT, _ptr(k) + 2 * _FR_BYTES)
+            self.to_coset_w(stream, lg_n, d_b, d_a, zi, zwf)       # B~ into d_a
+        else:
+            wait(*ready)
+            u(F_POINTWISE, k)                                       # U = n·iNTT((a·b - K[0]·c)·K[1])
+            # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
+            for src, w in ((d_a, d_c), (d_b, d_a)):
+                self.to_coset_w(stream, lg_n, src, w, zi, zwf)
         # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
@@ -338,7 +365,7 @@ def _root_of_unity(lg):
 
 
 def h_consts(lg_n):
-    """The constants K[0..4] of the H stages at n = 2^lg_n (canonical ints, not Montgomery).
+    """The constants K[0..5] of the H stages at n = 2^lg_n (canonical ints, not Montgomery).
 
     bellperson's h is the coset-g interpolant of (A·B - C)/(g^n - 1), A, B, C the
     degree < n interpolants of a, b, c over the domain.  With A·B = P + X^n Q
@@ -354,6 +381,7 @@ def h_consts(lg_n):
     K[4] is 1/n as a raw limb value, not Montgomery (stored as (1/n)·2^-256 here, which the
     upload's Montgomery conversion turns into 1/n): a Montgomery product by it divides by n
     and leaves canonical form (snarkjs's H, ``cuzk_h_odd_gather``).
+        K[5] = 1/(2n)            U when c = a∘b: (1 − K[0])·K[1] = (α − β)/n
     """
     r = R_MODULUS
     n = 1 << lg_n
@@ -361,7 +389,7 @@ def h_consts(lg_n):
     beta = pow((pow(COSET_GENERATOR, n, r) - 1) % r, -1, r)
     alpha = (pow(2, -1, r) + beta) % r
     return [beta * pow(alpha, -1, r) % r, alpha * ninv % r, ninv, (-pow(2 * n * n * n, -1, r)) % r,
-            ninv * pow(1 << 256, -1, r) % r]
+            ninv * pow(1 << 256, -1, r) % r, pow(2 * n, -1, r)]
 
 
 def _ptr(x):
@@ -485,18 +513,22 @@ def ntt(values, inverse=False, coset=False, device=None, stream=None):
     return out
 
 
-def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None, None, None)):
+def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None, None, None),
+                    c_from_ab=False, steps=("a", "rest")):
     """The H polynomial on device buffers: coefficients of h = (a·b - c)/Z into ``d_h``.
 
     ``d_a``, ``d_b``, ``d_c`` (evaluations, natural order, Montgomery) are clobbered.
     Queues six transforms (``h_consts`` says how) on ``stream``; returns without waiting.
     ``ready``: events to wait for before a, b, c are read (None: no wait).
+    ``c_from_ab``: the caller guarantees c = a∘b row by row (it checks the assignment), so
+    ``d_c`` is only scratch (never read; it need not be uploaded), and ``steps`` may split the
+    enqueue in two calls, "a" then "rest" (``_DeviceState.h_passes``).
     """
     if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
         raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
-    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready)
+    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps)
 
 
 def h_stage_device(a, b, c, device=None, stream=None):

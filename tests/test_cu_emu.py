@@ -475,8 +475,9 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     assert budget.used == 0
 
 
-def test_cuda_stages_row_check_on_the_device(fake, monkeypatch):
-    """The CUDA backend checks a∘b = c on the device: a changed row of c is reported as
+def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):
+    """The CUDA backend never uploads c (H takes c = a∘b) and checks a∘b = c on the CPU once the
+    region is enqueued: a changed row of c is reported by ``finish`` as
     UnsatisfiedAssignmentError with that row (the first of two), nothing stays reserved, and the
     next partition on the same context proves."""
     from cuzk._assignment import Assignment
@@ -496,7 +497,7 @@ def test_cuda_stages_row_check_on_the_device(fake, monkeypatch):
     ctx = st.context()
     key = st.load_key(pk)
     budget = device_budget(st.device)
-    part = st.prepare(key, bad, ctx, 1, 2)          # no host check on the CUDA backend
+    part = st.prepare(key, bad, ctx, 1, 2)          # no row check before the region
     st.run(part).synchronize()
     with pytest.raises(UnsatisfiedAssignmentError) as e:
         st.finish(part)

@@ -93,9 +93,40 @@ def test_early_and_normal_paths_same_bytes(fake, monkeypatch, circuit):
     assert [k for k in te if k.startswith("gpu:") and k != "gpu:prep_wait"] == steps
 
 
+@pytest.mark.parametrize("skewed", [False, True])
+def test_tails_take_the_sampled_balance(fake, monkeypatch, circuit, skewed):
+    """The tail MSMs' level 0 is chosen from a sample of their host scalars
+    (``sampled_balance(..., indexed=True)``): uniform full values (porep_like's) take the wide
+    balances of their size, "batch" for G1 and "affine" for G2 (thresholds lowered here to reach
+    them at 2^7), mostly small ones stay "flat"; the bytes are the CPU's either way."""
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(_cuda_msm, "_G1_BATCH_MIN", 1)
+    monkeypatch.setattr(_cuda_msm, "_G2_AFFINE_UNIFORM_MIN", 1)
+    if skewed:
+        monkeypatch.setattr(_cuda_msm, "_skewed", lambda scalars, form: True)
+    plans = []
+    real_plan = _cuda_msm.msm_plan
+
+    def spy(n, group="g1", *a, **kw):
+        p = real_plan(n, group, *a, **kw)
+        if kw.get("indexed") and "balance" in kw:   # the tails' plans (not tail_rows_bound's)
+            plans.append((group, p.balance))
+        return p
+    monkeypatch.setattr(_cuda_msm, "msm_plan", spy)
+    pk, asg = circuit
+    got = prove(pk, asg, r=31, s=32, stages=CudaStages(threads=2, b_g2="gpu", precompute=1), verify=True)
+    assert got == cpu_proof(pk, asg, 31, 32)
+    assert {g for g, _ in plans} == {"g1", "g2"}
+    want = {"g1": "flat", "g2": "flat"} if skewed else {"g1": "batch", "g2": "affine"}
+    assert all(bal == want[g] for g, bal in plans), plans
+
+
 def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
-    """prep_msm runs after the row check, the H NTT and the H MSM are enqueued and before any
-    batch addition or tail MSM is (the emulator runs each launch when it is enqueued)."""
+    """prep_msm runs after the H NTT and the H MSM are enqueued and before any batch addition or
+    tail MSM is (the emulator runs each launch when it is enqueued); the row check a∘b = c runs
+    on the CPU once the region is enqueued."""
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
     pk, asg = circuit
@@ -111,14 +142,14 @@ def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
     monkeypatch.setattr(st, "prep_msm", spy)
     try:
         del fake.launches[:]
-        proof, _ = st.prove_one(key, asg, ctx, 7, 8)
+        proof, t = st.prove_one(key, asg, ctx, 7, 8)
     finally:
         key.release()
         ctx.close()
     assert proof == cpu_proof(pk, asg, 7, 8)
     assert len(seen) == 1
     early = seen[0]
-    assert "cuzk_fr_abc_check" in early
+    assert t["row_check"] >= 0
     assert any(n.startswith("cuzk_ntt") for n in early)
     assert "cuzk_msm_windows_g1" in early          # the H MSM's last kernel
     assert early.count("cuzk_msm_windows_g1") == 1 and not any("batch" in n for n in early)
@@ -126,9 +157,43 @@ def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
     assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
 
 
+def test_early_path_starts_h_before_b_is_uploaded(fake, monkeypatch, circuit):
+    """The early path uploads c's buffer not at all (H takes c = a∘b), and enqueues the part of
+    H that needs a alone (A~: NTT passes) between a's upload and b's, so that it runs while b
+    uploads; the bytes are the CPU's."""
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu")
+    ctx = st.context()
+    key = st.load_key(pk)
+    copies = []
+    real = fake.copy_htod
+
+    def copy(dst, src, nbytes, stream):
+        copies.append((nbytes, len(fake.launches)))
+        return real(dst, src, nbytes, stream)
+    monkeypatch.setattr(fake, "copy_htod", copy)
+    try:
+        del fake.launches[:]
+        del copies[:]
+        proof, t = st.prove_one(key, asg, ctx, 7, 8, verify=False)
+    finally:
+        key.release()
+        ctx.close()
+    assert proof == cpu_proof(pk, asg, 7, 8)
+    n_bytes = 32 << (asg.a.shape[0] - 1).bit_length()   # a and b padded to the domain
+    abc = [at for nb, at in copies if nb == n_bytes][:2]  # one ring chunk each here
+    assert len(abc) == 2, copies
+    between = [name for name, *_ in fake.launches[abc[0]:abc[1]]]
+    assert between and all(name.startswith("cuzk_ntt") for name in between), between
+    assert t["upload"] >= 0 and t["row_check"] >= 0
+
+
 def test_early_path_unsatisfied_assignment(fake, monkeypatch, circuit):
-    """A changed row of c: the early path's device row check reports the first bad row as
-    UnsatisfiedAssignmentError; nothing stays reserved or allocated."""
+    """A changed row of c (never uploaded: H takes c = a∘b): the row check on the CPU beside the
+    region reports the first bad row as UnsatisfiedAssignmentError, and no proof leaves; nothing
+    stays reserved or allocated."""
     from cuzk._assignment import Assignment
     from cuzk._errors import UnsatisfiedAssignmentError
     from cuzk._prover import prove
@@ -454,7 +519,6 @@ def test_side_stream_launches_and_join(fake, monkeypatch, circuit):
     assert len(on_side) + len(on_comp) == len(names)
     assert any("batch" in n for n in on_side) and not any("batch" in n for n in on_comp)
     assert any(n.startswith("cuzk_ntt") for n in on_comp) and not any(n.startswith("cuzk_ntt") for n in on_side)
-    assert "cuzk_fr_abc_check" in on_comp
     assert on_comp.count("cuzk_msm_windows_g1") == 1            # the H MSM alone
     assert "cuzk_msm_windows_g2" in on_side                     # the B_G2 tail
     side_waits = [e for s, e in waits if s is ctx.side]

@@ -136,7 +136,8 @@ def test_cuda_backend_gives_cpu_bytes(circuit):
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
 def test_cuda_backend_row_check(circuit):
-    """On the GPU the a∘b = c check runs on the device: the first bad row is named."""
+    """On the GPU the a∘b = c check runs on the CPU beside the region (c is never uploaded):
+    the first bad row is named."""
     from cuzk._assignment import Assignment
     from cuzk._errors import UnsatisfiedAssignmentError
     _, pk, asg = circuit

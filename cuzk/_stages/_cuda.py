@@ -568,10 +568,12 @@ class CudaStages(CpuStages):
             if npts and prep[q + "_n_ones"]:
                 out.append((name + ":ones", "batch",
                             _cuda_batch.batch_add_plan(npts, group, dev)))
-            m = prep[q + "_tail_scalars"].shape[0]
-            if m:
+            tail = prep[q + "_tail_scalars"]
+            if tail.shape[0]:
+                bal = _cuda_msm.sampled_balance(group, tail, prep["tail_form"], indexed=True)
                 out.append((name + ":tail", "msm",
-                            _cuda_msm.msm_plan(m, group, dev, npoints=npts, indexed=True)))
+                            _cuda_msm.msm_plan(tail.shape[0], group, dev, npoints=npts, indexed=True,
+                                               balance=bal)))
         return out
 
     def _result_words_bound(self, key, n):
@@ -612,11 +614,24 @@ class CudaStages(CpuStages):
             log.info("warm-up of %s: the device pool was not grown (%s)", ctx.name, e)
 
     def _validate(self, part, check):
-        """Shapes on the host; the row check a∘b = c runs on the GPU (``run``), on a, b, c that
-        are uploaded for H anyway (a memory-bound pass instead of ~n products on the CPU), and
-        ``finish`` raises ``UnsatisfiedAssignmentError`` for the first bad row."""
+        """Shapes on the host.  The row check a∘b = c (``check``) is deferred to ``_check_rows``,
+        on the CPU while the GPU runs the region: H takes c = a∘b (``h_stage_inplace(...,
+        c_from_ab=True)``), so c is never uploaded (a third of a partition's upload: 4.3 GB at
+        2^27), and ``finish`` raises ``UnsatisfiedAssignmentError`` for the first bad row before
+        anything computed from it leaves."""
         part.asg.validate(part.key.pk)
-        part.gpu_check = bool(check)
+        part.row_check = bool(check)
+        part.bad_row = -1
+
+    @staticmethod
+    def _check_rows(part):
+        """The deferred row check (``_validate``), native and GIL-free on the worker's threads;
+        called once the region is enqueued, so it runs beside the kernels."""
+        if getattr(part, "row_check", False):
+            from .._native import _r1cs
+            asg = part.asg
+            part.bad_row = part.lap("row_check", _r1cs.first_unsatisfied, asg.a, asg.b, asg.c,
+                                    part.ctx.threads)
 
     # staging: the normal upload is _stage_in (everything at once, after prep_msm); the early path
     # (prove_one) stages a, b, c first (_stage_in_abc) and the prep_msm output later
@@ -630,12 +645,15 @@ class CudaStages(CpuStages):
         self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep), outputs=True)
 
     def _stage_in_abc(self, part):
-        """The early path's first upload (before prep_msm): a, b, c, H's output and first_bad,
-        the H MSM's scratch; the result slab sized for any plans prep_msm can lead to."""
+        """The early path's first upload (before prep_msm): a, b (c's buffer allocated: H's
+        scratch), H's output, the H MSM's scratch; the result slab sized for any plans prep_msm
+        can lead to.  Once a is uploaded, the part of H that needs a alone is enqueued
+        (``_enqueue_h_first``), so it runs while b uploads."""
         n = self._begin(part)
         part.plans = [("h", "msm", self._h_plan(part.key, n))]
         self._slab(part, self._result_words_bound(part.key, n))
-        self._stage(part, self._abc_uploads(part), outputs=True)
+        self._stage(part, self._abc_uploads(part), outputs=True,
+                    after={"a": lambda ev: self._enqueue_h_first(part, ev)})
 
     def _stage_in_prep(self, part):
         """The early path's second upload (after prep_msm): bitmaps, tail scalars and indices;
@@ -654,9 +672,10 @@ class CudaStages(CpuStages):
 
     @staticmethod
     def _abc_uploads(part):
-        """(device name, host array, device bytes) of a, b, c (zero-padded to n rows)."""
+        """(device name, host array, device bytes) of c's buffer with no array (H's scratch: c
+        itself is never uploaded, ``_validate``), then a and b (zero-padded to n rows)."""
         asg, n = part.asg, part.n
-        return [("a", asg.a, n * _FR), ("b", asg.b, n * _FR), ("c", asg.c, n * _FR)]
+        return [("c", None, n * _FR), ("a", asg.a, n * _FR), ("b", asg.b, n * _FR)]
 
     @staticmethod
     def _prep_uploads(prep):
@@ -673,12 +692,11 @@ class CudaStages(CpuStages):
     @staticmethod
     def _slab(part, words):
         """The partition's pinned result slab: ``words`` uint64 for the reductions' partial sums
-        (cut in plan order by ``_cut_views``), then the row check's first bad row.  Taken once,
-        before anything of the partition is enqueued: ``_Pinned.get`` may replace the buffer,
-        which no view given to an enqueued copy may outlive."""
-        res = part.ctx.results.get(words * 8 + 8).asarray(np.uint64)
+        (cut in plan order by ``_cut_views``).  Taken once, before anything of the partition is
+        enqueued: ``_Pinned.get`` may replace the buffer, which no view given to an enqueued copy
+        may outlive."""
+        res = part.ctx.results.get(max(words, 1) * 8).asarray(np.uint64)
         part.slab, part.slab_words, part.slab_at = res, words, 0
-        part.check_view = res[words: words + 1]
         part.result_views = []
 
     @staticmethod
@@ -694,16 +712,18 @@ class CudaStages(CpuStages):
             at += p.host_rows * w
         part.slab_at = at
 
-    def _stage(self, part, uploads, outputs, block=True):
-        """Reserve, then allocate and enqueue: the device bytes of ``uploads``, with ``outputs``
-        also H's output, first_bad and a streamed key's two slots, and the scratch the plans so
-        far need beyond the scratch reserved already; result views for the new plans; the uploads
-        through the worker's pinned ring on its upload stream; ``part.uploaded`` an event after
-        them.  ``block``: whether the reservation may wait for the bytes (``Budget.reserve``)."""
+    def _stage(self, part, uploads, outputs, block=True, after=None):
+        """Reserve, then allocate and enqueue: the device bytes of ``uploads`` (an upload with no
+        array is only allocated), with ``outputs`` also H's output and a streamed key's two slots,
+        and the scratch the plans so far need beyond the scratch reserved already; result views
+        for the new plans; the uploads through the worker's pinned ring on its upload stream;
+        ``part.uploaded`` an event after them.  ``block``: whether the reservation may wait for the
+        bytes (``Budget.reserve``).  ``after``: {upload name: f(event)}, called with an event on
+        the upload stream right after that upload is enqueued."""
         key, ctx, n = part.key, part.ctx, part.n
         dev_bytes = sum(_align(nb) for _, _, nb in uploads)
         if outputs:
-            dev_bytes += n * _FR + _align(8)                # H's output, first_bad
+            dev_bytes += n * _FR                            # H's output
             if key.where == "host":
                 dev_bytes += 2 * _align(key.slot_bytes)
         scratch = self._scratch_peak(part)
@@ -718,13 +738,16 @@ class CudaStages(CpuStages):
             if nb == 0:
                 continue
             buf = part.dev[name] = timed(tm, "stage:alloc", self.pool.alloc, nb, up)
-            # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b, c
-            # are padded with zero rows to n
+            if arr is None:
+                continue
+            # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b are
+            # padded with zero rows to n
             timed(tm, "stage:put", ctx.staging.put, buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
             part.bytes_uploaded += nb
+            if after and name in after:
+                after[name](ctx.event(up))
         if outputs:
             part.dev["h"] = self.pool.alloc(n * _FR, up)
-            part.dev["first_bad"] = self.pool.alloc(8, up)
             if key.where == "host":
                 for k in ("slot0", "slot1"):
                     part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
@@ -752,28 +775,35 @@ class CudaStages(CpuStages):
         names = [name.split(":")[0] for name, _, _ in part.plans]
         bases = _Bases(part, list(dict.fromkeys(names)))    # queries in first-use order
         self._enqueue_head(part, bases)
-        return self._enqueue_rest(part, bases)
+        done = self._enqueue_rest(part, bases)
+        self._check_rows(part)
+        return done
 
-    def _enqueue_head(self, part, bases):
-        """On the compute stream, after ``part.uploaded``: the row check, the H NTT, the H MSM
-        (``part.plans[0]``), with a timing mark after each."""
+    def _enqueue_h_first(self, part, ready):
+        """The region's first kernels, on the compute stream after event ``ready`` (a uploaded):
+        its start mark, then the part of H that reads a alone (``h_stage_inplace`` step "a")."""
         from .. import _cuda_ntt
         ctx, dev = part.ctx, part.dev
         s = ctx.compute
+        s.wait_event(ready)
+        part.gpu_marks = [("start", ctx.event(s, timing=True))]
+        # step "a" reads a and writes c's buffer (b and H's output may not be allocated yet)
+        _cuda_ntt.h_stage_inplace(dev["a"], None, dev["c"], None, part.n, device=self.device,
+                                  stream=s, c_from_ab=True, steps=("a",))
+
+    def _enqueue_head(self, part, bases):
+        """On the compute stream, after ``part.uploaded``: the H NTT (its first step already, when
+        the early path's upload enqueued it), the H MSM (``part.plans[0]``), with a timing mark
+        after each."""
+        from .. import _cuda_ntt
+        ctx, dev = part.ctx, part.dev
+        s = ctx.compute
+        if not getattr(part, "gpu_marks", None):
+            self._enqueue_h_first(part, part.uploaded)
         s.wait_event(part.uploaded)
-        marks = part.gpu_marks = [("start", ctx.event(s, timing=True))]
-        if getattr(part, "gpu_check", False):
-            d = _driver()
-            d.memset_d32(dev["first_bad"], 0xFFFFFFFF, 2, s)
-            nst = _cuda_ntt._state(self.device)
-            grid = max(1, min(-(-part.n // 256), self.device.sm_count * 8))
-            nst.fn("cuzk_fr_abc_check").launch(
-                s, grid, 256, [("P", dev["first_bad"].ptr), ("P", dev["a"].ptr),
-                               ("P", dev["b"].ptr), ("P", dev["c"].ptr), ("Q", part.n)])
-            d.copy_dtoh(part.check_view, dev["first_bad"], 8, s)
-            marks.append(("check", ctx.event(s, timing=True)))
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
-                                  stream=s)
+                                  stream=s, c_from_ab=True, steps=("rest",))
+        marks = part.gpu_marks
         marks.append(("h_ntt", ctx.event(s, timing=True)))
         self._enqueue_reductions(part, bases, 0, 1, s, marks)
 
@@ -859,7 +889,9 @@ class CudaStages(CpuStages):
                 log.info("%s: early H path out of device budget (%s): the partition is proved "
                          "on the normal path", ctx.name, e)
                 return super().prove_one(key, asg, ctx, r, s, check, verify)
-            self._enqueue_rest(part, bases, wait=True).synchronize()
+            done = self._enqueue_rest(part, bases, wait=True)
+            self._check_rows(part)
+            done.synchronize()
             part.timings["region"] = time.perf_counter() - t1
         except BaseException:
             self.abort(part)
@@ -878,8 +910,8 @@ class CudaStages(CpuStages):
         from .._native import _field
         try:
             self._gpu_times(part)
-            if getattr(part, "gpu_check", False) and int(part.check_view[0]) != 2**64 - 1:
-                raise UnsatisfiedAssignmentError(int(part.check_view[0]))
+            if getattr(part, "bad_row", -1) >= 0:
+                raise UnsatisfiedAssignmentError(part.bad_row)
             pts = {}
             for name, p in part.parts.items():
                 q, _, _ = name.partition(":")

@@ -7,7 +7,6 @@
 //   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind.
 //   cuzk_h_odd_gather         snarkjs's H scalars from A, B, C on the coset w_2n (gather).
 //   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests and small jobs).
-//   cuzk_fr_abc_check         the first row with a·b != c (the prover's satisfiability check).
 #include "ntt/ntt.cuh"
 
 using cuzk::fr_t;
@@ -92,18 +91,3 @@ extern "C" __global__ void cuzk_h_odd_gather(fr_t* d_out, const fr_t* d_a, const
 CUZK_FR_BINOP(cuzk_fr_mul, a * b)
 CUZK_FR_BINOP(cuzk_fr_add, a + b)
 CUZK_FR_BINOP(cuzk_fr_sub, a - b)
-
-// *d_first = min(*d_first, the least i < n with d_a[i]·d_b[i] != d_c[i]) (Montgomery in, each
-// operand < r): the prover's row check a∘b = c, on a, b, c already uploaded for H, before the
-// H passes clobber them.  The host sets *d_first = 2^64 − 1 first; one product and one
-// subtraction per row, memory-bound (96 bytes per row).
-extern "C" __global__ void cuzk_fr_abc_check(unsigned long long* d_first, const fr_t* d_a,
-                                             const fr_t* d_b, const fr_t* d_c, uint64_t n)
-{
-    using namespace cuzk::ntt;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        const fr_t d = load_fr(d_a + i) * load_fr(d_b + i) - load_fr(d_c + i);   /* a·b − c */
-        if (!d.is_zero()) atomicMin(d_first, (unsigned long long)i);
-    }
-}
