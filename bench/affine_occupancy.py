@@ -3,6 +3,7 @@
 Session 6 (H200, sm_90): flat G1 170 registers (2 blocks of 128 per SM), affine G1 182 (1 block of
 256), flat/affine G2 255.  The batch kernels' lanes are in device memory (J = chunks / resident
 threads, 0 here)."""
+from cuzk import _cuda_batch as B
 from cuzk import _cuda_msm as M
 from cuzk._cuda_pending import XYZZ_WORDS
 
@@ -18,6 +19,10 @@ def main():
                                  ("cuzk_msm_sum_points_batch_" + g, M._BATCH_THREADS, 0, 0)):
             f = st.fn(name, smem)
             print(f"{name:34s} {T:4d} {J:3d} {f.num_regs:5d} {smem / 1024:8.1f} {f.occupancy(T, smem):9d}")
+        name, T = "cuzk_batch_add_affine_" + g, B._AFFINE_THREADS       # the batch additions' affine kernel
+        smem = T * XYZZ_WORDS[g] * 8
+        f = B._state(None).fn(name, smem)
+        print(f"{name:34s} {T:4d} {0:3d} {f.num_regs:5d} {smem / 1024:8.1f} {f.occupancy(T, smem):9d}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Benchmark: GPU batch addition (cuzk._cuda_batch) on device-resident points, and GPU fixed-base
 multiplication (cuzk._cuda_fixed_base) vs the CPU's.
 
-    python bench/bench_gpu_batch.py [--g1 20,24,27] [--g2 20,24] [--density 0.9] [--runs 7]
+    python bench/bench_gpu_batch.py [--g1 20,24,27] [--g2 20,24] [--density 0.9[,0.45]] [--runs 7]
+                                    [--kind auto|xyzz,affine] [--lane-bits auto|8,16,32,64]
                                     [--fixed 20,22] [--check-max 24] [--json F]
 
 Batch addition: points and bitmap already on the device (the resident SRS of the prover);
@@ -9,7 +10,9 @@ timed with CUDA events around ``enqueue_batch_add`` alone (kernel + the copy of 
 partials), median of --runs after one warm-up; the CPU's Horner sum of the partials is
 timed separately (wall clock).  Points: 2^min(lg, 22) distinct random points (made by the
 GPU fixed-base kernel) tiled up to 2^lg on the device; each bit set with probability
---density.  Sizes up to 2^--check-max are checked byte-equal against the CPU's batch_add.
+--density (a list: every density a row; PoRep's ones are ~45 % of the aux values).  --kind and
+--lane-bits (the "affine" kernel's bits per lane) take lists: every combination is a row.  Sizes
+up to 2^--check-max are checked byte-equal against the CPU's batch_add.
 Fixed base: whole calls (upload scalars, kernels, download), wall clock, vs the CPU path on
 all cores, results checked equal.
 """
@@ -54,12 +57,13 @@ def bits_for(rng, n, density):
     return out
 
 
-def bench_batch(group, lg, density, runs, check, rng):
+def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None):
     n = 1 << lg
     base_n = 1 << min(lg, 22)
     pts = F.fixed_base_mul(None, rand_scalars(rng, base_n), group)
     bits = bits_for(rng, n, density)
-    plan = B.batch_add_plan(n, group)
+    B._LANE_BITS_ENV = lane_bits or 0
+    plan = B.batch_add_plan(n, group, kind=kind)
     st = B._state(None)
     s = st.streams()[0]
     d_pts = st.pool.alloc(n * pts.shape[1] * 8, s)
@@ -93,7 +97,8 @@ def bench_batch(group, lg, density, runs, check, rng):
     s.synchronize()
     del pinned          # freed with its last view (PendingPoints hold views)
     set_bits = int(sum(bin(int(x)).count("1") for x in bits)) if n <= 1 << 20 else round(density * n)
-    return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits,
+    return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
+            "lane_bits": plan.lane_bits, "scratch_mib": plan.scratch_bytes / 2**20,
             "blocks": plan.blocks, "threads": plan.threads, "gpu_ms": statistics.median(ms),
             "gpu_ms_all": ms, "host_horner_ms": statistics.median(horner), "same": same}
 
@@ -119,7 +124,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--g1", default="20,24,27")
     p.add_argument("--g2", default="20,24")
-    p.add_argument("--density", type=float, default=0.9)
+    p.add_argument("--density", default="0.9", help="fractions of the bits set, a list")
+    p.add_argument("--kind", default="auto", help=f"auto (default_kind) or a list of {','.join(B.KINDS)}")
+    p.add_argument("--lane-bits", default="auto", help="the affine kernel's bits per lane: auto or a list")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--fixed", default="20,22", help="fixed-base sizes (log2), G1 and G2; '' = none")
     p.add_argument("--check-max", type=int, default=24)
@@ -131,19 +138,28 @@ def main(argv=None):
         return 2
     rng = np.random.default_rng(27)
     dev = d.Device.get(0)
-    print(f"{dev.name}; {dev.sm_count} SMs; CPU: {os.cpu_count()} cores; density {args.density}")
+    print(f"{dev.name}; {dev.sm_count} SMs; CPU: {os.cpu_count()} cores")
     rows, all_ok = [], True
-    print(f"{'group':>5s} {'n':>6s} {'blocks':>6s} {'gpu ms':>9s} {'host ms':>8s}  same")
+    kinds = [None if k == "auto" else k for k in args.kind.split(",") if k]
+    lanes = [None if b == "auto" else int(b) for b in args.lane_bits.split(",") if b]
+    print(f"{'group':>5s} {'n':>6s} {'dens':>5s} {'kind':>6s} {'B':>3s} {'blocks':>6s} {'gpu ms':>9s} "
+          f"{'host ms':>8s}  same")
     for group, sizes in (("g1", args.g1), ("g2", args.g2)):
         for lg in (int(x) for x in sizes.split(",") if x):
-            r = bench_batch(group, lg, args.density, args.runs, lg <= args.check_max, rng)
-            rows.append(("batch_add", r))
-            all_ok &= r["same"] is not False
-            print(f"{group:>5s} {'2^%d' % lg:>6s} {r['blocks']:6d} {r['gpu_ms']:9.3f} "
-                  f"{r['host_horner_ms']:8.3f}  {r['same']}")
-            if group == "g1" and lg == 27:
-                print(f"      sppark 2^27 G1 {args.density:.0%}: {SPPARK_G1_2_27_MS} ms "
-                      f"-> cuzk / sppark = {r['gpu_ms'] / SPPARK_G1_2_27_MS:.2f}")
+            for density in (float(x) for x in args.density.split(",") if x):
+                for kind in kinds:
+                    for lb in (lanes if kind != "xyzz" else [None]):
+                        r = bench_batch(group, lg, density, args.runs, lg <= args.check_max, rng, kind, lb)
+                        if r["kind"] == "xyzz" and lb is not None:
+                            continue               # auto picked xyzz: the lane sweep is moot
+                        rows.append(("batch_add", r))
+                        all_ok &= r["same"] is not False
+                        print(f"{group:>5s} {'2^%d' % lg:>6s} {density:5.2f} {r['kind']:>6s} {r['lane_bits']:3d} "
+                              f"{r['blocks']:6d} {r['gpu_ms']:9.3f} {r['host_horner_ms']:8.3f}  {r['same']}",
+                              flush=True)
+                        if group == "g1" and lg == 27 and density == 0.9:
+                            print(f"      sppark 2^27 G1 90 %: {SPPARK_G1_2_27_MS} ms "
+                                  f"-> cuzk / sppark = {r['gpu_ms'] / SPPARK_G1_2_27_MS:.2f}")
     if args.fixed:
         print(f"\n{'fixed':>5s} {'n':>6s} {'w':>3s} {'gpu ms':>9s} {'cpu ms':>9s} {'cpu/gpu':>8s}  same")
         for group in ("g1", "g2"):

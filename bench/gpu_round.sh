@@ -106,6 +106,13 @@ for step in "${@:-all}"; do
     c22b) # the H MSM at 2^27 with the batch level 0: c = 20 against 22 (12 windows; count and scatter grow)
            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20,22 --k 2 \
                 --balance batch --no-check --runs 2 --json "$OUT/c22b.json" 2>&1 | tee "$OUT/c22b.log" | grep -v "^ *$" | grep -v "^msm " | tail -8 ;;
+    batchaff) # the batch additions' affine kernel against XYZZ: PoRep's densities and sizes (L, A: 2^27 G1 at 45 %;
+           # B_G1 / B_G2: 2^25), lane widths at 2^27; issue 8's 90 % row; 2^20 and 2^24 checked against the CPU
+           python3 bench/affine_occupancy.py 2>&1 | grep batch_add
+           timeout 240 python3 bench/bench_gpu_batch.py --g1 20,24,25,27 --g2 20,25 --density 0.45,0.9 --kind xyzz,affine \
+                --fixed '' --runs 5 --json "$OUT/batchaff.json" 2>&1 | tee "$OUT/batchaff.log" | tail -26
+           timeout 150 python3 bench/bench_gpu_batch.py --g1 27 --g2 25 --density 0.45 --kind affine --lane-bits 8,16,32,64 \
+                --fixed '' --runs 5 --json "$OUT/batchlanes.json" 2>&1 | tail -9 ;;
     msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \

@@ -6,6 +6,11 @@ Bitmap semantics are the CPU's (``cuzk._native._msm.batch_add``): bit i of uint6
 LSB first, selects point i.  Points are affine Montgomery in the CPU layout (G1 uint64 (n, 12),
 G2 (n, 24); all-zero = infinity).
 
+Two kernels ("kind" of the plan): "xyzz", one XYZZ accumulator per thread over a contiguous
+word range (madd-2008-s per set bit), and "affine", lanes of a few bitmap bits per thread with
+affine additions that share one inversion per thread and step (``batch_add.cu``
+batch_add_affine_body; its lane state comes from the pool).  ``default_kind`` picks by measurement.
+
 Two levels:
 
 * ``batch_add_plan`` + ``enqueue_batch_add``: for device-resident points and bitmap, on a
@@ -18,6 +23,8 @@ Two levels:
 """
 from __future__ import annotations
 
+import math
+import os
 import threading
 
 import numpy as np
@@ -25,7 +32,8 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["BatchPlan", "batch_add_plan", "enqueue_batch_add", "batch_add", "check_bitmap"]
+__all__ = ["BatchPlan", "KINDS", "default_kind", "batch_add_plan", "enqueue_batch_add", "batch_add",
+           "check_bitmap"]
 
 # program "batch_add": cuzk._kernels.PROGRAMS (the static table)
 
@@ -33,6 +41,15 @@ __all__ = ["BatchPlan", "batch_add_plan", "enqueue_batch_add", "batch_add", "che
 # XYZZ = 48 KiB of shared memory, G2: 128 x 384 bytes = 48 KiB (no opt-in needed).
 _THREADS = {"g1": 256, "g2": 128}
 _BLOCKS_PER_SM = 4
+KINDS = ("xyzz", "affine")
+# "affine": threads per block (its grid: the blocks the SMs hold at once, ``_resident_blocks``) and
+# the lane width B (bits of the bitmap per lane) by points per thread t: a thread runs ~1.3·ρ·B
+# sweeps (ρ: the share of bits set) of one inversion (~64 Fq products) each, and ends with J = t/B
+# lane sums (~10 products each), so B ~ sqrt(t / (8·ρ)) balances them; ρ ~ 0.45 for PoRep's ones
+# (cost model; CUZK_BATCH_LANE_BITS overrides for measurement).
+_AFFINE_THREADS = 128
+_LANE_BITS = (8, 16, 32, 64)
+_LANE_BITS_ENV = int(os.environ.get("CUZK_BATCH_LANE_BITS", "0"))
 
 
 def _driver():
@@ -61,47 +78,88 @@ class BatchPlan:
     Attributes
     ----------
     n_points, group, device
+    kind : {"xyzz", "affine"}
+        The kernel (``KINDS``).
     blocks : int
         Grid size = number of XYZZ partials (``PendingPoint``'s P).
     threads : int
         Threads per block.
     words : int
         Bitmap words read, ceil(n_points / 64).
+    lane_bits, lanes : int
+        "affine": bitmap bits per lane (B) and lanes (ceil(n_points / B)); 0 for "xyzz".
     scratch_bytes : int
-        Pool scratch per launch (the partials), allocated and freed on the stream.
+        Pool scratch per launch (the partials; "affine": and the lane state), allocated and
+        freed on the stream.
     host_rows : int
         Rows of the pinned host slice the caller provides: uint64 (host_rows, XYZZ_WORDS[group]).
     shmem : int
         Dynamic shared memory per block.
     """
 
-    __slots__ = ("n_points", "group", "device", "blocks", "threads", "words", "scratch_bytes",
-                 "host_rows", "shmem")
+    __slots__ = ("n_points", "group", "device", "kind", "blocks", "threads", "words", "lane_bits", "lanes",
+                 "scratch_bytes", "host_rows", "shmem")
 
     def __repr__(self):
-        return (f"BatchPlan(n_points={self.n_points}, group={self.group!r}, blocks={self.blocks}, "
-                f"threads={self.threads})")
+        return (f"BatchPlan(n_points={self.n_points}, group={self.group!r}, kind={self.kind!r}, "
+                f"blocks={self.blocks}, threads={self.threads}, lane_bits={self.lane_bits})")
 
 
-def batch_add_plan(n_points, group, device=None):
+def default_kind(group, n_points):
+    """The measured faster kernel for a batch addition of ``n_points`` points (``KINDS``)."""
+    return "xyzz"
+
+
+def _lane_bits(points_per_thread):
+    """The lane width B of the "affine" kernel (``_LANE_BITS``) for this many points per thread."""
+    if _LANE_BITS_ENV:
+        return _LANE_BITS_ENV
+    want = math.sqrt(max(points_per_thread, 1) / 3.6)
+    return min(_LANE_BITS, key=lambda b: abs(math.log2(b / want)))
+
+
+def _affine_row(group):
+    """Bytes of one lane of the "affine" kernel: an affine accumulator, a prefix product (one
+    coordinate) and a 16-byte state word."""
+    a = AFFINE_WORDS[group] * 8
+    return a + a // 2 + 16
+
+
+def batch_add_plan(n_points, group, device=None, kind=None):
     """The ``BatchPlan`` for ``n_points`` points of ``group`` ("g1" / "g2") on ``device`` (None:
-    device 0; an int: that ordinal).  ``n_points`` = 0 gives blocks = 0 (nothing is launched)."""
+    device 0; an int: that ordinal) with kernel ``kind`` (``KINDS``; None: ``default_kind``).
+    ``n_points`` = 0 gives blocks = 0 (nothing is launched)."""
     group = _group(group)
     n = int(n_points)
     if n < 0:
         raise ValueError(f"n_points must be >= 0, got {n}")
     if n >= 1 << 40:
         raise ValueError(f"n_points = {n}: at most 2^40 - 1 points")
+    kind = default_kind(group, n) if kind is None else kind
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     st = _state(device)
     p = BatchPlan()
-    p.n_points, p.group, p.device = n, group, st.device
-    p.threads = _THREADS[group]
+    p.n_points, p.group, p.device, p.kind = n, group, st.device, kind
     p.words = (n + 63) // 64
-    # at least one word per thread; never more blocks than the device keeps busy
-    p.blocks = min(st.device.sm_count * _BLOCKS_PER_SM, -(-p.words // p.threads)) if n else 0
+    p.lane_bits = p.lanes = 0
+    lane_bytes = 0
+    p.threads = _THREADS[group] if kind == "xyzz" else _AFFINE_THREADS
+    p.shmem = p.threads * XYZZ_WORDS[group] * 8         # the block tree
+    if kind == "xyzz":
+        # at least one word per thread; never more blocks than the device keeps busy
+        p.blocks = min(st.device.sm_count * _BLOCKS_PER_SM, -(-p.words // p.threads)) if n else 0
+    else:
+        from ._cuda_msm import _resident_blocks
+        name = "cuzk_batch_add_affine_" + group
+        resident = st.device.sm_count * _resident_blocks(st.fn(name, p.shmem), st.device, name, p.threads,
+                                                         p.shmem)
+        p.lane_bits = _lane_bits(n / (resident * p.threads))
+        p.lanes = -(-n // p.lane_bits)
+        p.blocks = min(resident, -(-p.lanes // p.threads)) if n else 0
+        lane_bytes = p.lanes * _affine_row(group)
     p.host_rows = p.blocks
-    p.scratch_bytes = p.blocks * XYZZ_WORDS[group] * 8
-    p.shmem = p.threads * XYZZ_WORDS[group] * 8
+    p.scratch_bytes = p.blocks * XYZZ_WORDS[group] * 8 + lane_bytes
     return p
 
 
@@ -138,13 +196,17 @@ def enqueue_batch_add(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
         return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
     d = _driver()
     st = _state(plan.device)
-    fn = st.fn(f"cuzk_batch_add_{g}", plan.shmem)
+    args = [("P", None), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)), ("Q", plan.n_points)]
+    name = f"cuzk_batch_add_{g}" if plan.kind == "xyzz" else f"cuzk_batch_add_affine_{g}"
+    fn = st.fn(name, plan.shmem)
     part = pool.alloc(plan.scratch_bytes, stream)
+    partials = plan.blocks * rows * 8
     try:
-        fn.launch(stream, plan.blocks, plan.threads,
-                  [("P", part.ptr), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)),
-                   ("Q", plan.n_points)], shmem=plan.shmem)
-        d.copy_dtoh(host_view, part, plan.scratch_bytes, stream)
+        args[0] = ("P", part.ptr)
+        if plan.kind == "affine":       # the lane state after the partials (16-byte aligned)
+            args += [("I", plan.lane_bits), ("P", part.ptr + partials), ("Q", plan.lanes)]
+        fn.launch(stream, plan.blocks, plan.threads, args, shmem=plan.shmem)
+        d.copy_dtoh(host_view, part, partials, stream)
     finally:
         part.free(stream)
     return PendingPoint(host_view, g, W=1, P=plan.blocks)
@@ -176,7 +238,7 @@ def check_bitmap(bits_words, n, name="bits_words"):
     return bits_words
 
 
-def batch_add(points, bits_words, group, device=None):
+def batch_add(points, bits_words, group, device=None, kind=None):
     """Σ points[i] over the set bits i of ``bits_words``, on the GPU.
 
     Parameters
@@ -188,6 +250,8 @@ def batch_add(points, bits_words, group, device=None):
         positions >= n must be clear.
     group : {"g1", "g2"}
     device : Device, int or None
+    kind : {"xyzz", "affine"} or None
+        The kernel (``batch_add_plan``).
 
     Returns
     -------
@@ -214,7 +278,7 @@ def batch_add(points, bits_words, group, device=None):
     points = np.ascontiguousarray(points)
     bits = np.ascontiguousarray(bits_words[:(n + 63) // 64])
     d = _driver()
-    plan = batch_add_plan(n, group, device)
+    plan = batch_add_plan(n, group, device, kind)
     st = _state(plan.device)
     s = st.streams()[0]
     host = np.empty((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)

@@ -369,13 +369,14 @@ def _affine_lanes():
 _occupancy = {}
 
 
-def _resident_blocks(fn, device, name, threads):
-    """Blocks of ``threads`` an SM of ``device`` holds at once for kernel ``fn`` (memoized by
-    device ordinal, name and size; ``_BATCH_PER_SM`` where the driver has no occupancy query)."""
-    key = (getattr(device, "ordinal", 0), name, threads)
+def _resident_blocks(fn, device, name, threads, shmem=0):
+    """Blocks of ``threads`` (with ``shmem`` dynamic shared bytes each) an SM of ``device`` holds
+    at once for kernel ``fn`` (memoized by device ordinal, name and sizes; ``_BATCH_PER_SM``
+    where the driver has no occupancy query)."""
+    key = (getattr(device, "ordinal", 0), name, threads, shmem)
     if key not in _occupancy:
         occ = getattr(fn, "occupancy", None)
-        _occupancy[key] = max(1, int(occ(threads))) if occ is not None else _BATCH_PER_SM
+        _occupancy[key] = max(1, int(occ(threads, shmem))) if occ is not None else _BATCH_PER_SM
     return _occupancy[key]
 
 

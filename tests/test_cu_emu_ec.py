@@ -128,19 +128,46 @@ def bitmaps(n, rnd):
             "random": rand, "bits90": dense}
 
 
+@pytest.mark.parametrize("kind", ["xyzz", "affine"])
 @pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 64), ("g1", 333), ("g1", 3000),
                                      ("g2", 1), ("g2", 130), ("g2", 700)])
-def test_batch_add_matches_cpu(gpu_batch, group, n):
+def test_batch_add_matches_cpu(gpu_batch, group, n, kind):
     rnd = random.Random(n)
     pts = points(group, n, n)
     if n > 10:
         pts[3] = 0                                       # infinity rows add nothing
         pts[7] = _field.point_neg(pts[5], group)         # P and −P cancel
         pts[9] = pts[8]                                  # P + P: a doubling inside a thread
+        pts[2] = _field.point_neg(pts[1], group)         # −P right after P: the lane empties
+        pts[4] = pts[1]                                  # ... and takes the next point anew
     for name, bits in bitmaps(n, rnd).items():
         want = _msm.batch_add(pts, bits, group, 2)
-        got = gpu_batch.batch_add(pts, bits, group)
-        assert np.array_equal(got, want), f"{group} n={n} bitmap {name}"
+        got = gpu_batch.batch_add(pts, bits, group, kind=kind)
+        assert np.array_equal(got, want), f"{group} n={n} bitmap {name} {kind}"
+
+
+@pytest.mark.parametrize("lane_bits", [8, 16, 32, 64])
+def test_batch_add_affine_lanes(gpu_batch, monkeypatch, lane_bits):
+    """The affine kernel with every lane width: many lanes per thread (a small grid), lanes that
+    straddle no word and a short last lane, points at x = 0 (infinity) and equal or opposite
+    points meeting in one lane after others; the plan sizes the lane state for every lane."""
+    monkeypatch.setattr(gpu_batch, "_LANE_BITS_ENV", lane_bits)
+    monkeypatch.setattr(gpu_batch, "_AFFINE_THREADS", 8)
+    n = 64 * 9 + 21
+    pts = points("g1", n, 5)
+    for i in range(0, n, 37):
+        pts[i] = 0
+    pts[100] = pts[98]
+    pts[200] = _field.point_neg(pts[150], "g1")
+    plan = gpu_batch.batch_add_plan(n, "g1", kind="affine")
+    assert plan.lane_bits == lane_bits and plan.lanes == -(-n // lane_bits)
+    assert plan.scratch_bytes == plan.blocks * 4 * 48 + plan.lanes * (96 + 48 + 16)
+    rnd = random.Random(lane_bits)
+    for name, bits in bitmaps(n, rnd).items():
+        got = gpu_batch.batch_add(pts, bits, "g1", kind="affine")
+        assert np.array_equal(got, _msm.batch_add(pts, bits, "g1", 2)), name
+    with pytest.raises(ValueError, match="kind"):
+        gpu_batch.batch_add_plan(n, "g1", kind="tree")
 
 
 def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):

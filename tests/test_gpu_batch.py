@@ -47,15 +47,17 @@ def bitmap(rng, n, kind):
 @pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 1000), ("g1", 65537), ("g1", 1 << 20),
                                      ("g2", 1), ("g2", 4097), ("g2", 1 << 18)])
 @pytest.mark.parametrize("kind", ["none", "all", "one", "random", "bits90"])
-def test_batch_add_matches_cpu(rng, group, n, kind):
+@pytest.mark.parametrize("kernel", ["xyzz", "affine"])
+def test_batch_add_matches_cpu(rng, group, n, kind, kernel):
     from cuzk import _cuda_batch as B
-    from cuzk._native import _msm
+    from cuzk._native import _field, _msm
     pts = random_points(rng, n, group)
     if n > 100:
         pts[::53] = 0                                 # infinity rows
         pts[11] = pts[10]                             # a doubling
+        pts[13] = _field.point_neg(pts[12], group)    # a cancellation
     bits = bitmap(rng, n, kind)
-    assert np.array_equal(B.batch_add(pts, bits, group), _msm.batch_add(pts, bits, group, 0))
+    assert np.array_equal(B.batch_add(pts, bits, group, kind=kernel), _msm.batch_add(pts, bits, group, 0))
 
 
 def test_batch_add_enqueue_resident(rng):

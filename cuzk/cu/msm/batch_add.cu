@@ -31,14 +31,29 @@ namespace {
 using cuzk::affine_t;
 using cuzk::xyzz_t;
 
+// The block's T = blockDim.x XYZZ accumulators summed by a tree in shared memory (blockDim.x a
+// power of two); thread 0 writes the block's partial.
+template <class F>
+CUZK_DEVICE void block_partial(xyzz_t<F>* __restrict__ d_part, xyzz_t<F> acc)
+{
+    typedef xyzz_t<F> X;
+    CUZK_DYN_SMEM(uint4, batch_add_smem);
+    X* part = reinterpret_cast<X*>(batch_add_smem);
+    const uint32_t t = threadIdx.x;
+    part[t] = acc;
+    __syncthreads();
+    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
+        if (t < half) part[t] = part[t].add(part[t + half]);
+        __syncthreads();
+    }
+    if (t == 0) d_part[blockIdx.x] = part[0];
+}
+
 template <class F>
 CUZK_DEVICE void batch_add_body(xyzz_t<F>* __restrict__ d_part, const affine_t<F>* __restrict__ d_points,
                                 const uint64_t* __restrict__ d_bits, uint64_t n)
 {
     typedef xyzz_t<F> X;
-    CUZK_DYN_SMEM(uint4, batch_add_smem);
-    X* part = reinterpret_cast<X*>(batch_add_smem);
-
     const uint64_t nw = (n + 63) >> 6;
     const uint64_t threads = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -61,14 +76,134 @@ CUZK_DEVICE void batch_add_body(xyzz_t<F>* __restrict__ d_part, const affine_t<F
         acc = acc.add(affine_t<F>::load(d_points + (w << 6) + i));
     }
 
-    const uint32_t t = threadIdx.x;
-    part[t] = acc;
-    __syncthreads();
-    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {  // blockDim.x: a power of two
-        if (t < half) part[t] = part[t].add(part[t + half]);
-        __syncthreads();
+    block_partial(d_part, acc);
+}
+
+// Lane flags (the state word's z): the accumulator is empty; an addition / a doubling waits for
+// the thread's next inversion.
+constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
+
+// The same sums with affine additions that share one inversion per thread and step (Montgomery's
+// trick; msm/msm.cuh sum_points_batch does the same over an MSM's sorted entries).  Lane m = bits
+// [m·B, min((m + 1)·B, n)) of the bitmap, B in {8, 16, 32, 64} (part of one word); thread g of
+// G = gridDim.x·blockDim.x owns lanes m = g + l·G (consecutive threads: consecutive rows of the
+// lane state, so a warp's accesses coalesce).  Lane state in device memory (per launch, pointer
+// arguments): acc[m] (affine accumulator), pre[m] (its prefix product in the current sweep),
+// state[m] = (remaining bits lo, hi, LANE_* flags, the pending point's bit).  Sweep k visits the
+// thread's lanes forward for even k, backward for odd k; in each lane it
+//   1. applies the pending addition of sweep k − 1: 1/d = inv·pre[m], inv ← inv·d (this sweep
+//      runs in the opposite order of the one that built the products), then
+//        λ = (y2 − y1)/(x2 − x1)  or  3·x1^2 / (2·y1),  x3 = λ^2 − x1 − x2,  y3 = λ·(x1 − x3) − y1;
+//   2. takes set bits until one makes an addition: an infinity point adds nothing, into an empty
+//      accumulator the point is loaded, P = −acc empties it, P = acc is a doubling (d = 2·y1),
+//      else d = x2 − x1; then pre[m] = Π of the sweep's d's before lane m, run ← run·d;
+// then inv = 1/run.  Per addition 5M + 1S + 1/J of an inversion (J = the lanes of a thread that
+// wait), against 8M + 2S for madd-2008-s; memory: the point (x, then the whole), acc, pre and
+// state read and written once (~400 bytes for G1).  After the last sweep each thread sums its
+// lanes' accumulators (XYZZ mixed additions) and the block tree gives d_part[blockIdx.x].
+template <class F>
+CUZK_DEVICE void batch_add_affine_body(xyzz_t<F>* __restrict__ d_part, const affine_t<F>* __restrict__ d_points,
+                                       const uint64_t* __restrict__ d_bits, uint64_t n, uint32_t B,
+                                       affine_t<F>* acc, F* pre, uint4* state)
+{
+    typedef affine_t<F> A;
+    typedef xyzz_t<F> X;
+    const uint64_t lanes = (n + B - 1) / B;
+    const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t J = g < lanes ? (lanes - 1 - g) / G + 1 : 0;
+    for (uint64_t l = 0; l < J; l++) {
+        const uint64_t m = g + l * G, lo = m * B, len = n - lo < B ? n - lo : B;
+        uint64_t bits = d_bits[lo >> 6] >> (lo & 63);
+        if (len < 64) bits &= ((uint64_t)1 << len) - 1;
+        state[m] = make_uint4((uint32_t)bits, (uint32_t)(bits >> 32), LANE_EMPTY, 0u);
     }
-    if (t == 0) d_part[blockIdx.x] = part[0];
+    F inv = F::one();                                      // 1/Π of the previous sweep's d's
+    bool active = J > 0;
+    for (uint32_t k = 0; active; k++) {
+        const bool fwd = !(k & 1u);
+        F run = F::one();
+        bool any = false;
+        active = false;
+        for (uint64_t i = 0; i < J; i++) {
+            const uint64_t m = g + (fwd ? i : J - 1 - i) * G;
+            const uint4 st = state[m];
+            uint64_t bits = (uint64_t)st.x | ((uint64_t)st.y << 32);
+            uint32_t fl = st.z, p = st.w;
+            if (bits == 0 && !(fl & (LANE_ADD | LANE_DBL))) continue;   // done: acc[m] is final
+            const A* base = d_points + m * B;
+            A a = (fl & LANE_EMPTY) ? A::infinity() : A::load(acc + m);
+            if (fl & (LANE_ADD | LANE_DBL)) {
+                const F pm = load_field(pre + m);
+                F d, num, x2;
+                if (fl & LANE_DBL) {
+                    d = a.y + a.y;
+                    const F xx = a.x.sqr();
+                    num = xx + xx + xx;                    /* 3·x1^2 */
+                    x2 = a.x;
+                } else {
+                    const A P = A::load(base + p);
+                    d = P.x - a.x;
+                    num = P.y - a.y;
+                    x2 = P.x;
+                }
+                const F dinv = inv * pm;                   /* 1/d */
+                inv = inv * d;
+                const F lambda = num * dinv;
+                const F x3 = lambda.sqr() - a.x - x2;
+                a.y = lambda * (a.x - x3) - a.y;
+                a.x = x3;
+                fl = 0;
+            }
+            while (bits) {
+                p = (uint32_t)__ffsll((long long)bits) - 1;
+                bits &= bits - 1;
+                const A* pp = base + p;
+                if (fl & LANE_EMPTY) {
+                    const A P = A::load(pp);
+                    if (!P.is_inf()) {
+                        a = P;
+                        fl = 0;
+                    }
+                    continue;
+                }
+                const F px = load_field(&pp->x);
+                F py;
+                bool have_y = false;
+                if (px.is_zero()) {                        // x = 0: infinity, or a point (0, ±2)
+                    py = load_field(&pp->y);
+                    have_y = true;
+                    if (py.is_zero()) continue;            // infinity adds nothing
+                }
+                F d = px - a.x;
+                if (d.is_zero()) {
+                    if (!have_y) py = load_field(&pp->y);
+                    if ((py + a.y).is_zero()) {            // P == −acc: the sum is O
+                        fl = LANE_EMPTY;
+                        continue;
+                    }
+                    d = a.y + a.y;                         /* P == acc: d = 2·y1 */
+                    fl = LANE_DBL;
+                } else {
+                    fl = LANE_ADD;
+                }
+                store_field(pre + m, run);                 /* Π of this sweep's d's before lane m */
+                run = any ? run * d : d;
+                any = true;
+                break;
+            }
+            if (!(fl & LANE_EMPTY)) a.store(acc + m);
+            state[m] = make_uint4((uint32_t)bits, (uint32_t)(bits >> 32), fl, p);
+            if (bits || (fl & (LANE_ADD | LANE_DBL))) active = true;
+        }
+        if (any) inv = inverse(run);
+    }
+    X sum = X::infinity();
+    for (uint64_t l = 0; l < J; l++) {
+        const uint64_t m = g + l * G;
+        if (!(state[m].z & LANE_EMPTY)) sum = sum.add(A::load(acc + m));
+    }
+    block_partial(d_part, sum);
 }
 
 }  // namespace
@@ -88,3 +223,20 @@ cuzk_batch_add_g2(cuzk::g2_xyzz_t* d_part, const cuzk::g2_affine_t* d_points, co
 {
     batch_add_body(d_part, d_points, d_bits, n);
 }
+
+// The affine variant (batch_add_affine_body): lanes of B bits; lane state for cap >= ceil(n / B)
+// lanes: cap affine accumulators, then cap prefix products (one coordinate), then cap uint4 words.
+// blockDim.x a power of two <= 128; dynamic shared memory blockDim.x XYZZ points.
+#define CUZK_BATCH_ADD_AFFINE(G)                                                                     \
+    extern "C" __global__ void __launch_bounds__(128)                                                 \
+    cuzk_batch_add_affine_##G(cuzk::G##_xyzz_t* d_part, const cuzk::G##_affine_t* d_points,           \
+                              const uint64_t* d_bits, uint64_t n, uint32_t B, cuzk::G##_affine_t* lanes, \
+                              uint64_t cap)                                                           \
+    {                                                                                                 \
+        typedef decltype(cuzk::G##_affine_t::x) F;                                                    \
+        F* pre = reinterpret_cast<F*>(lanes + cap);                                                   \
+        batch_add_affine_body(d_part, d_points, d_bits, n, B, lanes, pre, reinterpret_cast<uint4*>(pre + cap)); \
+    }
+CUZK_BATCH_ADD_AFFINE(g1)
+CUZK_BATCH_ADD_AFFINE(g2)
+#undef CUZK_BATCH_ADD_AFFINE
