@@ -7,9 +7,7 @@
 # Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 /
 #   tests upload eng27 (--stage-options "streams=1;streams=2") sqrab / eng27 msmk / g2aff22 (bench/RESULTS.md).
 # Session 9: tests msm26 / msmbatch (batch v1) / msmbatch (v2) / tests eng27 (two-lock, --single 2) msm26b / batchsm.
-# Next: tests first (sampled_balance for the NumPy API came after the last GPU suite run), then the batch
-#   kernel's registers (240: 8 warps per SM; step batchlb, an A/B with __launch_bounds__(128, 3)) and one
-#   gather per point (bench/RESULTS.md, session 9 "Next").
+# Session 10: batchlb (removed: the register cap lost) tailbal c22b / tests eng27 / batchaff (bench/RESULTS.md).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -88,16 +86,6 @@ for step in "${@:-all}"; do
                 --no-check --runs 5 --json "$OUT/batchsm.json" 2>&1 | grep "^g1 "
            for T in 64 256; do CUZK_MSM_BATCH_THREADS=$T timeout 60 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 \
                 --k 4 --balance batch --no-check --runs 5 --json "$OUT/batchT$T.json" 2>&1 | grep "^g1 " | sed "s/^/T=$T /"; done ;;
-    batchlb) # A/B of the batch kernel's register cap in one call: a copy of cuzk/cu with __launch_bounds__(128, 3)
-           rm -rf /tmp/cu_lb && cp -r cuzk/cu /tmp/cu_lb && sed -i '1i #define CUZK_MSM_BATCH_MIN_BLOCKS 3' /tmp/cu_lb/msm/msm.cu
-           for v in lb3 base; do
-             if [ $v = lb3 ]; then export CUZK_CU_DIR=/tmp/cu_lb; else unset CUZK_CU_DIR; fi
-             python3 bench/affine_occupancy.py 2>&1 | grep batch | sed "s/^/$v /"
-             timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --balance batch --runs 5 \
-               --json "$OUT/batchlb24-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
-             timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --balance batch --no-check \
-               --runs 3 --json "$OUT/batchlb27-$v.json" 2>&1 | grep "^g1 " | sed "s/^/$v /"
-           done; unset CUZK_CU_DIR ;;
     tailbal) # the tail MSMs' level 0 by size and distribution (k = 1, as the tails run): G1 flat/batch, G2 flat/affine/batch
            timeout 200 python3 bench/bench_gpu_msm.py --g1 23,24 --g2 '' --kinds uniform,bits90,real_tail --k 1 \
                 --balance flat,batch --no-check --runs 5 --json "$OUT/tailbal-g1.json" 2>&1 | grep "^g1 "

@@ -32,8 +32,8 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["BatchPlan", "KINDS", "default_kind", "batch_add_plan", "enqueue_batch_add", "batch_add",
-           "check_bitmap"]
+__all__ = ["BatchPlan", "KINDS", "default_kind", "set_bits", "batch_add_plan", "enqueue_batch_add",
+           "batch_add", "check_bitmap"]
 
 # program "batch_add": cuzk._kernels.PROGRAMS (the static table)
 
@@ -43,10 +43,11 @@ _THREADS = {"g1": 256, "g2": 128}
 _BLOCKS_PER_SM = 4
 KINDS = ("xyzz", "affine")
 # "affine": threads per block (its grid: the blocks the SMs hold at once, ``_resident_blocks``) and
-# the lane width B (bits of the bitmap per lane) by points per thread t: a thread runs ~1.3·ρ·B
-# sweeps (ρ: the share of bits set) of one inversion (~64 Fq products) each, and ends with J = t/B
-# lane sums (~10 products each), so B ~ sqrt(t / (8·ρ)) balances them; ρ ~ 0.45 for PoRep's ones
-# (cost model; CUZK_BATCH_LANE_BITS overrides for measurement).
+# the lane width B (bits of the bitmap per lane) by points per thread t: a thread runs ~ρ·B sweeps
+# (ρ: the share of bits set) of one inversion each and ends with J = t/B lane sums, so B grows as
+# sqrt(t).  H200, session 10, 45 % of the bits set, B = 8/16/32/64: G1 2^27 (t ~ 3970) 36.5 /
+# 31.7 / 28.9 / 27.6 ms, G2 2^25 (t ~ 990) 27.7 / 24.8 / 23.3 / 23.7: B = sqrt(t) to the nearest
+# power of two (CUZK_BATCH_LANE_BITS overrides, for measurement).
 _AFFINE_THREADS = 128
 _LANE_BITS = (8, 16, 32, 64)
 _LANE_BITS_ENV = int(os.environ.get("CUZK_BATCH_LANE_BITS", "0"))
@@ -105,16 +106,36 @@ class BatchPlan:
                 f"blocks={self.blocks}, threads={self.threads}, lane_bits={self.lane_bits})")
 
 
-def default_kind(group, n_points):
-    """The measured faster kernel for a batch addition of ``n_points`` points (``KINDS``)."""
-    return "xyzz"
+# The affine kernel wins for G2 everywhere measured and for G1 when most bits are set or the
+# bitmap is long.  H200, session 10 (bench/RESULTS.md), xyzz vs affine, ms, at 45 % / 90 % of the
+# bits set: G1 2^20 0.73 / 1.03 vs 0.88 / 0.94, 2^24 4.66 / 7.51 vs 5.01 / 6.59, 2^25 8.36 / 14.29
+# vs 8.91 / 11.88, 2^27 29.67 / 54.35 vs 27.56 (B = 64) / 43.86; G2 2^20 1.88 / 2.57 vs 1.81 / 1.86,
+# 2^25 26.85 / 47.32 vs 23.31 (B = 32) / 33.85.
+_G1_AFFINE_DENSITY, _G1_AFFINE_MIN = 0.6, 1 << 26
+
+
+def default_kind(group, n_points, n_set=None):
+    """The measured faster kernel (``KINDS``) for a batch addition over ``n_points`` points of
+    which ``n_set`` are selected (None: not known, taken as PoRep's ~45 %): "affine" for G2, and
+    for G1 from ``_G1_AFFINE_MIN`` points or when at least ``_G1_AFFINE_DENSITY`` of the bits are
+    set; else "xyzz"."""
+    if group == "g2" or n_points >= _G1_AFFINE_MIN:
+        return "affine"
+    dense = n_set is not None and n_set >= _G1_AFFINE_DENSITY * n_points
+    return "affine" if dense else "xyzz"
+
+
+def set_bits(bits_words):
+    """Bits set in a uint64 bitmap."""
+    return int(np.bitwise_count(bits_words).sum()) if hasattr(np, "bitwise_count") else \
+        int(np.unpackbits(bits_words.view(np.uint8)).sum())
 
 
 def _lane_bits(points_per_thread):
     """The lane width B of the "affine" kernel (``_LANE_BITS``) for this many points per thread."""
     if _LANE_BITS_ENV:
         return _LANE_BITS_ENV
-    want = math.sqrt(max(points_per_thread, 1) / 3.6)
+    want = math.sqrt(max(points_per_thread, 1))
     return min(_LANE_BITS, key=lambda b: abs(math.log2(b / want)))
 
 
@@ -125,17 +146,17 @@ def _affine_row(group):
     return a + a // 2 + 16
 
 
-def batch_add_plan(n_points, group, device=None, kind=None):
+def batch_add_plan(n_points, group, device=None, kind=None, n_set=None):
     """The ``BatchPlan`` for ``n_points`` points of ``group`` ("g1" / "g2") on ``device`` (None:
-    device 0; an int: that ordinal) with kernel ``kind`` (``KINDS``; None: ``default_kind``).
-    ``n_points`` = 0 gives blocks = 0 (nothing is launched)."""
+    device 0; an int: that ordinal) with kernel ``kind`` (``KINDS``; None: ``default_kind`` for
+    ``n_set`` selected points).  ``n_points`` = 0 gives blocks = 0 (nothing is launched)."""
     group = _group(group)
     n = int(n_points)
     if n < 0:
         raise ValueError(f"n_points must be >= 0, got {n}")
     if n >= 1 << 40:
         raise ValueError(f"n_points = {n}: at most 2^40 - 1 points")
-    kind = default_kind(group, n) if kind is None else kind
+    kind = default_kind(group, n, n_set) if kind is None else kind
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     st = _state(device)
@@ -251,7 +272,7 @@ def batch_add(points, bits_words, group, device=None, kind=None):
     group : {"g1", "g2"}
     device : Device, int or None
     kind : {"xyzz", "affine"} or None
-        The kernel (``batch_add_plan``).
+        The kernel (None: ``default_kind`` for the bits set).
 
     Returns
     -------
@@ -278,7 +299,7 @@ def batch_add(points, bits_words, group, device=None, kind=None):
     points = np.ascontiguousarray(points)
     bits = np.ascontiguousarray(bits_words[:(n + 63) // 64])
     d = _driver()
-    plan = batch_add_plan(n, group, device, kind)
+    plan = batch_add_plan(n, group, device, kind, None if kind else set_bits(bits))
     st = _state(plan.device)
     s = st.streams()[0]
     host = np.empty((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)

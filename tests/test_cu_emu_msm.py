@@ -310,21 +310,31 @@ def test_flat_plan_levels(gpu_msm):
 
 
 def test_default_balance_by_group_and_indexing(gpu_msm):
-    """The measured default work split: flat for G2 below 2^23 scalars and affine from there, flat
-    for indexed (tail) G1 MSMs; for a plain G1 MSM batch from 2^23 scalars, else bucket below
-    c = 20 and flat from there; an explicit balance always wins."""
+    """The measured default work split, scalars not looked at (plain ones taken as uniform, indexed
+    ones as skewed): G2 affine from 2^21 plain / 2^23 indexed scalars, flat below; indexed (tail)
+    G1 MSMs flat; a plain G1 MSM batch from 2^23 scalars, else bucket below c = 20 and flat from
+    there.  Told the skew, both kinds follow it; an explicit balance always wins."""
     M = gpu_msm
     got = {(g, ix): M.msm_plan(100, g, None, npoints=200, c=6, indexed=ix).balance
            for g in ("g1", "g2") for ix in (False, True)}
     assert got == {("g1", False): "bucket", ("g1", True): "flat", ("g2", False): "flat", ("g2", True): "flat"}
     # large G2 MSMs (the 2^27 partition's B_G2 tail: ~13 M points) take the affine level 0
     big = M._G2_AFFINE_MIN
+    mid = M._G2_AFFINE_UNIFORM_MIN
     for ix in (False, True):
         assert M.default_balance("g2", ix, big) == "affine"
-        assert M.default_balance("g2", ix, big - 1) == "flat"
+        assert M.default_balance("g2", ix, big - 1) == ("flat" if ix else "affine")
+        assert M.default_balance("g2", ix, mid) == ("flat" if ix else "affine")
+        assert M.default_balance("g2", ix, mid - 1) == "flat"
         assert M.default_balance("g1", ix, big - 1) == ("flat" if ix else "bucket")
         assert M.default_balance("g1", ix, M._G1_BATCH_MIN) == ("flat" if ix else "batch")
         assert M.default_balance("g1", ix, M._G1_BATCH_MIN, 16) == ("flat" if ix else "batch")
+        # told the skew, plain and indexed alike
+        assert M.default_balance("g1", ix, M._G1_BATCH_MIN, 16, skewed=False) == "batch"
+        assert M.default_balance("g1", ix, M._G1_BATCH_MIN, 16, skewed=True) == ("flat" if ix else "bucket")
+        assert M.default_balance("g2", ix, mid, skewed=False) == "affine"
+        assert M.default_balance("g2", ix, big - 1, skewed=True) == "flat"
+        assert M.default_balance("g2", ix, big, skewed=True) == "affine"
     assert M.msm_plan(big, "g2", None, npoints=big, indexed=True).balance == "affine"
     assert M.msm_plan(100, "g2", None, c=6, balance="bucket").balance == "bucket"
     # wide plain G1 windows (the 2^27 H MSM: c = 20) have Poisson-sized buckets: flat

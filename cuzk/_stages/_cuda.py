@@ -567,7 +567,7 @@ class CudaStages(CpuStages):
             npts = getattr(pk, QUERIES[name][0]).shape[0]
             if npts and prep[q + "_n_ones"]:
                 out.append((name + ":ones", "batch",
-                            _cuda_batch.batch_add_plan(npts, group, dev)))
+                            _cuda_batch.batch_add_plan(npts, group, dev, n_set=prep[q + "_n_ones"])))
             tail = prep[q + "_tail_scalars"]
             if tail.shape[0]:
                 bal = _cuda_msm.sampled_balance(group, tail, prep["tail_form"], indexed=True)
@@ -578,14 +578,15 @@ class CudaStages(CpuStages):
 
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
-        before prep_msm: H's plan, and per GPU query its batch addition's plus the largest tail
+        before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the largest tail
         plan's of any tail size (``tail_rows_bound``)."""
         from .. import _cuda_batch
         words = self._h_plan(key, n).host_rows * XYZZ_WORDS["g1"]
         for name, _, group in self._groups():
             npts = getattr(key.pk, QUERIES[name][0]).shape[0]
             if npts:
-                rows = (_cuda_batch.batch_add_plan(npts, group, self.device).host_rows
+                rows = (max(_cuda_batch.batch_add_plan(npts, group, self.device, kind=k).host_rows
+                            for k in _cuda_batch.KINDS)
                         + tail_rows_bound(npts, group, self.device))
                 words += rows * XYZZ_WORDS[group]
         return words
