@@ -215,6 +215,21 @@ struct xyzz_t {
     }
 };
 
+// The sum of every thread's v over the block, by a tree in shared memory: part holds blockDim.x
+// points (blockDim.x a power of two); on return part[0] is the sum (every thread has passed the
+// last barrier).
+template <class field_t>
+CUZK_DEVICE void block_sum(xyzz_t<field_t>* part, const xyzz_t<field_t>& v)
+{
+    const uint32_t t = threadIdx.x;
+    part[t] = v;
+    __syncthreads();
+    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
+        if (t < half) part[t] = part[t].add(part[t + half]);
+        __syncthreads();
+    }
+}
+
 typedef affine_t<fq_t> g1_affine_t;
 typedef xyzz_t<fq_t> g1_xyzz_t;
 typedef affine_t<fq2_t> g2_affine_t;

@@ -22,31 +22,30 @@
 //   of bitmap at ~4.5 TB/s ≈ 3 ms, hidden under the arithmetic.  So the kernel is compute
 //   bound (sppark: 54.5 ms on the same device).  G2 (B_G2, 33.1 M points, 90 %): an Fq2 madd
 //   is 8·3 + 2·2 = 28 Fq products → 8.3e8 products ≈ 32 ms.  All four PoRep queries (293 M G1
-//   + 33 M G2 points) ≈ 105 + 32 ms in XYZZ: above the 120 ms goal; reaching it needs affine
-//   additions with a shared inversion (Montgomery's trick, ~6M per addition), the next step.
-#include "ec/xyzz_t.cuh"
+//   + 33 M G2 points) ≈ 105 + 32 ms in XYZZ (a 2^27 porep_like partition, ~45 % ones: 92 ms
+//   measured, 85 with the affine kernel where default_kind picks it).
+// The affine kernel below (batch_add_affine_body: ~6 products per addition and a shared
+// inversion) measured 0.72–0.81× this one with 90 % of the bits set, 0.93–1.07× at 45 %
+// (cuzk/_cuda_batch.py default_kind chooses).
+#include "ec/batch_affine.cuh"
 
 namespace {
 
 using cuzk::affine_t;
 using cuzk::xyzz_t;
+using cuzk::LANE_ADD;
+using cuzk::LANE_DBL;
+using cuzk::LANE_EMPTY;
 
-// The block's T = blockDim.x XYZZ accumulators summed by a tree in shared memory (blockDim.x a
-// power of two); thread 0 writes the block's partial.
+// The block's partial: the sum of its threads' accumulators (block_sum, ec/xyzz_t.cuh) into
+// d_part[blockIdx.x]; dynamic shared memory of blockDim.x XYZZ points.
 template <class F>
-CUZK_DEVICE void block_partial(xyzz_t<F>* __restrict__ d_part, xyzz_t<F> acc)
+CUZK_DEVICE void block_partial(xyzz_t<F>* __restrict__ d_part, const xyzz_t<F>& acc)
 {
-    typedef xyzz_t<F> X;
     CUZK_DYN_SMEM(uint4, batch_add_smem);
-    X* part = reinterpret_cast<X*>(batch_add_smem);
-    const uint32_t t = threadIdx.x;
-    part[t] = acc;
-    __syncthreads();
-    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
-        if (t < half) part[t] = part[t].add(part[t + half]);
-        __syncthreads();
-    }
-    if (t == 0) d_part[blockIdx.x] = part[0];
+    xyzz_t<F>* part = reinterpret_cast<xyzz_t<F>*>(batch_add_smem);
+    block_sum(part, acc);
+    if (threadIdx.x == 0) d_part[blockIdx.x] = part[0];
 }
 
 template <class F>
@@ -79,21 +78,16 @@ CUZK_DEVICE void batch_add_body(xyzz_t<F>* __restrict__ d_part, const affine_t<F
     block_partial(d_part, acc);
 }
 
-// Lane flags (the state word's z): the accumulator is empty; an addition / a doubling waits for
-// the thread's next inversion.
-constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
-
 // The same sums with affine additions that share one inversion per thread and step (Montgomery's
 // trick; msm/msm.cuh sum_points_batch does the same over an MSM's sorted entries).  Lane m = bits
 // [m·B, min((m + 1)·B, n)) of the bitmap, B in {8, 16, 32, 64} (part of one word); thread g of
 // G = gridDim.x·blockDim.x owns lanes m = g + l·G (consecutive threads: consecutive rows of the
 // lane state, so a warp's accesses coalesce).  Lane state in device memory (per launch, pointer
 // arguments): acc[m] (affine accumulator), pre[m] (its prefix product in the current sweep),
-// state[m] = (remaining bits lo, hi, LANE_* flags, the pending point's bit).  Sweep k visits the
-// thread's lanes forward for even k, backward for odd k; in each lane it
-//   1. applies the pending addition of sweep k − 1: 1/d = inv·pre[m], inv ← inv·d (this sweep
-//      runs in the opposite order of the one that built the products), then
-//        λ = (y2 − y1)/(x2 − x1)  or  3·x1^2 / (2·y1),  x3 = λ^2 − x1 − x2,  y3 = λ·(x1 − x3) − y1;
+// state[m] = (remaining bits lo, hi, LANE_* flags of ec/batch_affine.cuh, the pending point's
+// bit).  Sweep k visits the thread's lanes forward for even k, backward for odd k; in each lane it
+//   1. applies the pending addition of sweep k − 1 (apply_waiting: this sweep runs in the
+//      opposite order of the one that built the products);
 //   2. takes set bits until one makes an addition: an infinity point adds nothing, into an empty
 //      accumulator the point is loaded, P = −acc empties it, P = acc is a doubling (d = 2·y1),
 //      else d = x2 − x1; then pre[m] = Π of the sweep's d's before lane m, run ← run·d;
@@ -133,26 +127,9 @@ CUZK_DEVICE void batch_add_affine_body(xyzz_t<F>* __restrict__ d_part, const aff
             if (bits == 0 && !(fl & (LANE_ADD | LANE_DBL))) continue;   // done: acc[m] is final
             const A* base = d_points + m * B;
             A a = (fl & LANE_EMPTY) ? A::infinity() : A::load(acc + m);
-            if (fl & (LANE_ADD | LANE_DBL)) {
-                const F pm = load_field(pre + m);
-                F d, num, x2;
-                if (fl & LANE_DBL) {
-                    d = a.y + a.y;
-                    const F xx = a.x.sqr();
-                    num = xx + xx + xx;                    /* 3·x1^2 */
-                    x2 = a.x;
-                } else {
-                    const A P = A::load(base + p);
-                    d = P.x - a.x;
-                    num = P.y - a.y;
-                    x2 = P.x;
-                }
-                const F dinv = inv * pm;                   /* 1/d */
-                inv = inv * d;
-                const F lambda = num * dinv;
-                const F x3 = lambda.sqr() - a.x - x2;
-                a.y = lambda * (a.x - x3) - a.y;
-                a.x = x3;
+            if (fl & (LANE_ADD | LANE_DBL)) {                // apply_waiting (ec/batch_affine.cuh)
+                const bool dbl = (fl & LANE_DBL) != 0;
+                apply_waiting(a, dbl, dbl ? a : A::load(base + p), false, load_field(pre + m), inv);
                 fl = 0;
             }
             while (bits) {

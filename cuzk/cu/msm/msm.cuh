@@ -32,7 +32,7 @@
 //   5. windows    P blocks per window: Σ_j (j + 1)·B_j by running sums, then a tree.
 // The host finishes Σ_w 2^(w·c)·window_w by Horner's rule (cuzk/_cuda_pending.py).
 #pragma once
-#include "ec/xyzz_t.cuh"
+#include "ec/batch_affine.cuh"
 
 namespace cuzk {
 namespace msm {
@@ -558,10 +558,6 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
 
 // ---- level 0 with batch-inverted affine additions, lane state in device memory ("batch")
 
-// Lane flags (word[m].y of sum_points_batch): the accumulator is empty; an addition / a doubling
-// waits for the thread's next inversion.
-constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
-
 // Level 0 with affine accumulators and one inversion per thread and step, shared by the J lanes
 // (flat chunks) of the thread.  The flat variant's chunks and pieces (chunk_sums: chunk m =
 // sorted entries [m·S, min((m + 1)·S, E)), cut at bucket boundaries, the piece of bucket b to
@@ -650,24 +646,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
             if (k > 0) {
                 const uint64_t j = base + k - 1;           // apply step k − 1
                 if (fl & (LANE_ADD | LANE_DBL)) {
-                    F d, num, x2;
-                    if (fl & LANE_DBL) {
-                        d = a.y + a.y;
-                        const F xx = a.x.sqr();
-                        num = xx + xx + xx;                /* 3·x1^2 */
-                        x2 = a.x;
-                    } else {
-                        const F py = (ep & NEG_BIT) ? -Pp.y : Pp.y;
-                        d = Pp.x - a.x;
-                        num = py - a.y;
-                        x2 = Pp.x;
-                    }
-                    const F dinv = inv * pm;               /* 1/d */
-                    inv = inv * d;
-                    const F lambda = num * dinv;
-                    const F x3 = lambda.sqr() - a.x - x2;
-                    a.y = lambda * (a.x - x3) - a.y;
-                    a.x = x3;
+                    apply_waiting(a, (fl & LANE_DBL) != 0, Pp, (ep & NEG_BIT) != 0, pm, inv);
                     fl = 0;
                 }
                 if (j + 1 == off[b + 1] || !cur) {         // the piece ends at j
@@ -760,12 +739,7 @@ CUZK_DEVICE void windows(xyzz_t* sums, xyzz_t* part, const xyzz_t* bsum, const u
         T = T.add(R);
     }
     R = R.add(B(lo));
-    part[t] = T.add(R.mul_u32(lo + 1));
-    __syncthreads();
-    for (uint32_t half = blockDim.x >> 1; half; half >>= 1) {
-        if (t < half) part[t] = part[t].add(part[t + half]);
-        __syncthreads();
-    }
+    block_sum(part, T.add(R.mul_u32(lo + 1)));
     if (t == 0) sums[blockIdx.x] = part[0];
 }
 
