@@ -7,7 +7,8 @@
 # Session 8: tests eng27 (two-lock, split vs adaptive, --single 2) / upload msm20 eng24ad seg27 /
 #   tests upload eng27 (--stage-options "streams=1;streams=2") sqrab / eng27 msmk / g2aff22 (bench/RESULTS.md).
 # Session 9: tests msm26 / msmbatch (batch v1) / msmbatch (v2) / tests eng27 (two-lock, --single 2) msm26b / batchsm.
-# Session 10: batchlb (removed: the register cap lost) tailbal c22b / tests eng27 / batchaff (bench/RESULTS.md).
+# Session 10: batchlb (removed: the register cap lost) tailbal c22b / tests eng27 / batchaff / tests eng27 / final
+#   (bench/RESULTS.md).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -101,6 +102,11 @@ for step in "${@:-all}"; do
                 --fixed '' --runs 5 --json "$OUT/batchaff.json" 2>&1 | tee "$OUT/batchaff.log" | tail -26
            timeout 150 python3 bench/bench_gpu_batch.py --g1 27 --g2 25 --density 0.45 --kind affine --lane-bits 8,16,32,64 \
                 --fixed '' --runs 5 --json "$OUT/batchlanes.json" 2>&1 | tail -9 ;;
+    final) # after a refactor of the batch kernels: their GPU tests, and the MSM batch level 0 timed at 2^24 (s10c1: 101.73 ms)
+           timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
+                -k "matches_cpu or balances or batch" 2>&1 | tee "$OUT/gpu_final_tests.log" | tail -3
+           timeout 90 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --balance batch --runs 5 \
+                --json "$OUT/final24.json" 2>&1 | grep "^g1 " ;;
     msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \
