@@ -578,8 +578,8 @@ class CudaStages(CpuStages):
 
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
-        before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the largest tail
-        plan's of any tail size (``tail_rows_bound``)."""
+        before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the
+        largest tail plan's of any tail size (``tail_rows_bound``)."""
         from .. import _cuda_batch
         words = self._h_plan(key, n).host_rows * XYZZ_WORDS["g1"]
         for name, _, group in self._groups():
