@@ -28,6 +28,7 @@ import numpy as np
 
 from cuzk import _cuda_batch as B
 from cuzk import _cuda_fixed_base as F
+from cuzk._assignment import popcount_words
 from cuzk._cuda_pending import XYZZ_WORDS
 from cuzk._native import _driver as d
 from cuzk._native import _field, _msm, _r1cs
@@ -96,7 +97,7 @@ def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None)
     d_bits.free(s)
     s.synchronize()
     del pinned          # freed with its last view (PendingPoints hold views)
-    set_bits = int(sum(bin(int(x)).count("1") for x in bits)) if n <= 1 << 20 else round(density * n)
+    set_bits = popcount_words(bits)
     return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
             "lane_bits": plan.lane_bits, "scratch_mib": plan.scratch_bytes / 2**20,
             "blocks": plan.blocks, "threads": plan.threads, "gpu_ms": statistics.median(ms),

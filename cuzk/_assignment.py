@@ -45,7 +45,7 @@ import numpy as np
 from ._errors import FormatError, UnsatisfiedAssignmentError
 
 __all__ = ["Density", "Assignment", "R_MOD", "fr_to_mont", "fr_from_mont",
-           "fr_ints_to_mont", "fr_mont_to_ints"]
+           "fr_ints_to_mont", "fr_mont_to_ints", "popcount_words"]
 
 # R_MOD (r) and the small int <-> Montgomery converters live in cuzk._constants.
 from ._constants import FR_MODULUS as R_MOD, fr_ints_to_mont, fr_mont_to_ints  # noqa: E402
@@ -204,6 +204,13 @@ def _npz_open(path):
 
 # ----------------------------------------------------------------------------- Density
 
+def popcount_words(words) -> int:
+    """Set bits in a uint64 array (every bit of every word)."""
+    if hasattr(np, "bitwise_count"):  # NumPy >= 2.0
+        return int(np.bitwise_count(words).sum())
+    return int(np.unpackbits(np.asarray(words, dtype="<u8").view(np.uint8)).sum())
+
+
 @dataclasses.dataclass(eq=False)
 class Density:
     """A bit vector over variables: bit i is ``(words[i // 64] >> (i % 64)) & 1``.
@@ -248,9 +255,7 @@ class Density:
         tail = self.n_bits % 64
         if tail:
             w[-1] &= np.uint64((1 << tail) - 1)
-        if hasattr(np, "bitwise_count"):  # NumPy >= 2.0
-            return int(np.bitwise_count(w).sum())
-        return int(np.unpackbits(w.astype("<u8", copy=False).view(np.uint8)).sum())
+        return popcount_words(w)
 
     def __eq__(self, other):
         if not isinstance(other, Density):

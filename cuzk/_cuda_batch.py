@@ -29,11 +29,12 @@ import threading
 
 import numpy as np
 
+from ._assignment import popcount_words
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["BatchPlan", "KINDS", "default_kind", "set_bits", "batch_add_plan", "enqueue_batch_add",
-           "batch_add", "check_bitmap"]
+__all__ = ["BatchPlan", "KINDS", "default_kind", "batch_add_plan", "enqueue_batch_add", "batch_add",
+           "check_bitmap"]
 
 # program "batch_add": cuzk._kernels.PROGRAMS (the static table)
 
@@ -125,10 +126,6 @@ def default_kind(group, n_points, n_set=None):
     return "affine" if dense else "xyzz"
 
 
-def set_bits(bits_words):
-    """Bits set in a uint64 bitmap."""
-    return int(np.bitwise_count(bits_words).sum()) if hasattr(np, "bitwise_count") else \
-        int(np.unpackbits(bits_words.view(np.uint8)).sum())
 
 
 def _lane_bits(points_per_thread):
@@ -299,7 +296,7 @@ def batch_add(points, bits_words, group, device=None, kind=None):
     points = np.ascontiguousarray(points)
     bits = np.ascontiguousarray(bits_words[:(n + 63) // 64])
     d = _driver()
-    plan = batch_add_plan(n, group, device, kind, None if kind else set_bits(bits))
+    plan = batch_add_plan(n, group, device, kind, None if kind else popcount_words(bits))
     st = _state(plan.device)
     s = st.streams()[0]
     host = np.empty((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)

@@ -173,15 +173,13 @@ def test_batch_add_affine_lanes(gpu_batch, monkeypatch, lane_bits):
 def test_batch_add_default_kind_and_lane_bits():
     """The measured choice of kernel: affine for G2 at any size, for G1 from 2^26 points or when at
     least 60 % of the bits are set (unknown: taken as sparse); the lane width is sqrt(points per
-    thread) to the nearest power of two in 8..64; set_bits counts a bitmap's ones."""
+    thread) to the nearest power of two in 8..64."""
     from cuzk import _cuda_batch as B
     assert B.default_kind("g2", 1) == B.default_kind("g2", 1 << 25, 1) == "affine"
     assert B.default_kind("g1", 1 << 26) == "affine" and B.default_kind("g1", (1 << 26) - 1) == "xyzz"
     assert B.default_kind("g1", 1000, 600) == "affine" and B.default_kind("g1", 1000, 599) == "xyzz"
     assert B.default_kind("g1", 1 << 20) == "xyzz"
     assert [B._lane_bits(t) for t in (1, 30, 300, 1000, 3970, 10**6)] == [8, 8, 16, 32, 64, 64]
-    bits = np.array([0, 2**64 - 1, 0b1011], dtype=np.uint64)
-    assert B.set_bits(bits) == 67
 
 
 def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):
