@@ -153,8 +153,9 @@ def test_msm_g2_affine_doublings_and_cancellations(affine):
 
 
 def test_affine_plan(gpu_msm):
-    """"affine" plans like "flat" (levels, buffers) and is the default only for large G2 MSMs;
-    "batch" plans like "flat" plus one lane row per possible flat chunk (ceil(n·W / S))."""
+    """"affine" plans like "flat" (levels, buffers) and is the default only for large G2 MSMs
+    (from 2^21 plain scalars, taken as uniform, or 2^23 indexed ones); "batch" plans like "flat"
+    plus one lane row per possible flat chunk (ceil(n·W / S))."""
     M = gpu_msm
     for n in (1, 3, 100, 4096, 1 << 20):
         for S in (2, 64):
@@ -169,7 +170,8 @@ def test_affine_plan(gpu_msm):
                 assert t.scratch_bytes > a.scratch_bytes
     assert {"affine", "batch"} <= set(M.BALANCES)
     assert all(M.default_balance(g, ix, n) != "affine" for g in ("g1", "g2") for ix in (False, True)
-               for n in (None, 1, 1 << 22))
+               for n in (None, 1, 1 << 20))
+    assert M.default_balance("g2", False, 1 << 22) == "affine" != M.default_balance("g2", True, 1 << 22)
     assert all(M.default_balance("g1", ix, 1 << 27) != "affine" for ix in (False, True))
 
 
