@@ -126,8 +126,6 @@ def default_kind(group, n_points, n_set=None):
     return "affine" if dense else "xyzz"
 
 
-
-
 def _lane_bits(points_per_thread):
     """The lane width B of the "affine" kernel (``_LANE_BITS``) for this many points per thread."""
     if _LANE_BITS_ENV:
