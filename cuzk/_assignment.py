@@ -204,11 +204,11 @@ def _npz_open(path):
 
 # ----------------------------------------------------------------------------- Density
 
-def popcount_words(words) -> int:
-    """Set bits in a uint64 array (every bit of every word)."""
-    if hasattr(np, "bitwise_count"):  # NumPy >= 2.0
-        return int(np.bitwise_count(words).sum())
-    return int(np.unpackbits(np.asarray(words, dtype="<u8").view(np.uint8)).sum())
+def popcount_words(words, nbits=None) -> int:
+    """Set bits in a uint64 array: among its first ``nbits`` bits (None: every bit of every
+    word).  Native, no copy, GIL released (2^27 bits: ~1 ms against ~13 for NumPy's)."""
+    from ._native._prep import popcount
+    return popcount(np.asarray(words, dtype=np.uint64).reshape(-1), nbits)
 
 
 @dataclasses.dataclass(eq=False)
@@ -249,13 +249,7 @@ class Density:
 
     def popcount(self) -> int:
         """Number of set bits among the first n_bits."""
-        if self.n_bits == 0:
-            return 0
-        w = self.words.copy()
-        tail = self.n_bits % 64
-        if tail:
-            w[-1] &= np.uint64((1 << tail) - 1)
-        return popcount_words(w)
+        return popcount_words(self.words, self.n_bits)
 
     def __eq__(self, other):
         if not isinstance(other, Density):
@@ -399,17 +393,14 @@ class Assignment:
         if m < k:
             raise ValueError(f"a, b, c have {m} rows, fewer than the {k} input rows that end "
                              "them")
+        n_b = self.b_input_density.popcount() + self.b_aux_density.popcount()
         checks = [
             ("IC (vk.ic)", pk.vk.ic.shape[0], self.n_inputs, "n_inputs"),
             ("L", pk.l.shape[0], self.n_aux, "n_aux"),
             ("A", pk.a.shape[0], self.n_inputs + self.a_aux_density.popcount(),
              "n_inputs + popcount(a_aux)"),
-            ("B_G1", pk.b_g1.shape[0],
-             self.b_input_density.popcount() + self.b_aux_density.popcount(),
-             "popcount(b_input) + popcount(b_aux)"),
-            ("B_G2", pk.b_g2.shape[0],
-             self.b_input_density.popcount() + self.b_aux_density.popcount(),
-             "popcount(b_input) + popcount(b_aux)"),
+            ("B_G1", pk.b_g1.shape[0], n_b, "popcount(b_input) + popcount(b_aux)"),
+            ("B_G2", pk.b_g2.shape[0], n_b, "popcount(b_input) + popcount(b_aux)"),
             ("H", pk.h.shape[0], self.domain_size - 1, "domain - 1"),
         ]
         for what, have, want, formula in checks:

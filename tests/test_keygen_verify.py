@@ -214,6 +214,30 @@ def test_verify_input_errors(setup8):
         verify(pk.vk, (bad, proof[1], proof[2]), pub)
 
 
+def test_verify_prepared_inputs(setup8):
+    """verify(..., prepared=prepare_inputs(vk, pub)): the same verdicts as with the inputs, for
+    the right and a tampered proof and for other inputs; prepared inputs of another vk are
+    refused, and the inputs' errors come from prepare_inputs."""
+    from cuzk._verifier import prepare_inputs
+    cs, pk, asg, proof = setup8
+    pub = asg.public_inputs()
+    prep = prepare_inputs(pk.vk, pub)
+    assert verify(pk.vk, proof, prepared=prep)
+    assert verify(pk.vk, encode_proof(*proof), prepared=prep)
+    A, B, C = proof
+    assert not verify(pk.vk, (A, B, from_arkworks_g1(to_arkworks_g1(C) + G1)), prepared=prep)
+    bad_pub = list(pub)
+    bad_pub[0] = (bad_pub[0] + 1) % r
+    assert not verify(pk.vk, proof, prepared=prepare_inputs(pk.vk, bad_pub))
+    other = keygen_random(cs, seed=6)
+    with pytest.raises(ValueError, match="another verifying key"):
+        verify(other.vk, proof, prepared=prep)
+    with pytest.raises(ValueError, match="public inputs"):
+        prepare_inputs(pk.vk, pub[:-1])
+    with pytest.raises(TypeError, match="public_inputs or prepared"):
+        verify(pk.vk, proof)
+
+
 def test_verify_batch(setup8):
     cs, pk, asg, proof = setup8
     pub = asg.public_inputs()

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from cuzk._native._prep import prep_msm
+from cuzk._native._prep import popcount, prep_msm
 
 R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 RM = 2**256 % R
@@ -122,3 +122,20 @@ def test_prep_rejects_bad_shapes():
         prep_msm(z, np.zeros((4, 3), np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64))
     with pytest.raises(ValueError, match="a_aux"):
         prep_msm(z, np.zeros((200, 4), np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(4, np.uint64))
+
+
+def test_popcount_matches_numpy():
+    """_prep.popcount (Density.popcount, popcount_words) against a bit-by-bit count: every
+    prefix length across word edges, all-ones and empty vectors; bad shapes and lengths raise."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 2**64, size=9, dtype=np.uint64)
+    bits = np.unpackbits(w.view(np.uint8), bitorder="little")
+    for nbits in list(range(0, 130)) + [500, 575, 576]:
+        assert popcount(w, nbits) == int(bits[:nbits].sum()), nbits
+    assert popcount(w) == int(bits.sum())
+    assert popcount(np.full(3, 2**64 - 1, np.uint64)) == 192
+    assert popcount(np.zeros(0, np.uint64)) == 0
+    with pytest.raises(ValueError, match="bits asked"):
+        popcount(w, 577)
+    with pytest.raises(ValueError, match="1-D"):
+        popcount(w.reshape(3, 3))

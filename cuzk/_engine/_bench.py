@@ -315,7 +315,7 @@ def format_single_table(rows):
     """One line per ``bench_single`` row: path, wall, the stages that make it up, and the host
     memory a partition adds beyond its inputs (RSS peak over the call's start + staging, GiB)."""
     keys = ("validate", "upload", "prep_msm", "region", "gpu:region", "gpu:prep_wait", "epilogue",
-            "verify")
+            "verify_prep", "verify")
     head = (f"{'log_n':>5s} {'path':>7s} {'wall s':>8s} " + " ".join(f"{k:>13s}" for k in keys)
             + f" {'host+ GiB':>9s}")
     lines = [head, "-" * len(head)]

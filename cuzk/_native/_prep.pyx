@@ -13,7 +13,7 @@ from libcpp.vector cimport vector
 
 cnp.import_array()
 
-__all__ = ["prep_msm"]
+__all__ = ["popcount", "prep_msm"]
 
 cdef extern from "cuzk/prep.hpp" namespace "cuzk" nogil:
     cdef cppclass fr_t:
@@ -57,6 +57,25 @@ def _fr(name, a):
     if not isinstance(a, np.ndarray) or a.dtype != np.uint64 or a.ndim != 2 or a.shape[1] != 4:
         raise ValueError(f"{name}: expected a uint64 array of shape (n, 4) (Montgomery Fr)")
     return np.ascontiguousarray(a)
+
+
+def popcount(words, nbits=None):
+    """Set bits among the first ``nbits`` (None: all) bits of a uint64 bit vector (bit i of
+    word i // 64), without the GIL and without a copy.  ValueError when ``words`` holds fewer
+    than ``nbits`` bits or is not one-dimensional."""
+    w = np.ascontiguousarray(words, dtype=np.uint64)
+    if w.ndim != 1:
+        raise ValueError(f"popcount: expected a 1-D uint64 array, got shape {w.shape}")
+    cdef size_t nb = 64 * <size_t>w.shape[0] if nbits is None else <size_t>int(nbits)
+    if nb > 64 * <size_t>w.shape[0]:
+        raise ValueError(f"popcount: {nb} bits asked of {w.shape[0]} words")
+    if nb == 0:
+        return 0
+    cdef uint64_t[::1] v = w
+    cdef size_t c
+    with nogil:
+        c = popcount_words(&v[0], nb)
+    return int(c)
 
 
 def prep_msm(inputs, aux, a_aux, b_input, b_aux, threads=0, form="canonical"):

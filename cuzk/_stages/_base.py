@@ -30,7 +30,7 @@ __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MOD
 
 # Stage names, in the order a partition's timings list them.
 STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
-               "epilogue", "verify")
+               "verify_prep", "epilogue", "verify")
 
 
 def timed(timings, name, fn, *args):
@@ -243,7 +243,10 @@ class Stages:
         part = self.prepare(key, asg, ctx, r, s, check=check)
         try:
             t1 = time.perf_counter()
-            self.run(part).synchronize()
+            done = self.run(part)
+            if verify:
+                self._prepare_verify(part)
+            done.synchronize()
             part.timings["region"] = time.perf_counter() - t1
             proof = self.finish(part, verify=verify)
         except BaseException:
@@ -283,13 +286,26 @@ class Stages:
         from .._params import encode_proof
         return encode_proof(*cls.epilogue_points(vk, parts, r, s))
 
+    @staticmethod
+    def _prepare_verify(part):
+        """The proof-independent part of the self-verification (``prepare_inputs``: the public
+        inputs' multi-exponentiation), run by ``prove_one`` while the region computes, so
+        ``finish`` is left with the pairing."""
+        from .._verifier import prepare_inputs
+        from .._prover import public_inputs
+        part.verify_prep = part.lap("verify_prep", prepare_inputs, part.key.pk.vk,
+                                    public_inputs(part.asg))
+
     def _epilogue_and_verify(self, part, points, verify):
         pk = part.key.pk
         proof = part.lap("epilogue", self.epilogue, pk.vk, points, part.r, part.s)
         if verify:
             from .._verifier import verify as _verify
-            from .._prover import public_inputs
-            ok = part.lap("verify", _verify, pk.vk, proof, public_inputs(part.asg))
+            prep = getattr(part, "verify_prep", None)
+            if prep is None:
+                self._prepare_verify(part)
+                prep = part.verify_prep
+            ok = part.lap("verify", _verify, pk.vk, proof, prepared=prep)
             if not ok:
                 raise self._diagnose(part)
         return proof

@@ -892,6 +892,8 @@ class CudaStages(CpuStages):
                 return super().prove_one(key, asg, ctx, r, s, check, verify)
             done = self._enqueue_rest(part, bases, wait=True)
             self._check_rows(part)
+            if verify:
+                self._prepare_verify(part)
             done.synchronize()
             part.timings["region"] = time.perf_counter() - t1
         except BaseException:
