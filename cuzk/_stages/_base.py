@@ -17,6 +17,7 @@ context (``st.context()``) belongs to one worker thread.
 """
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 
@@ -305,7 +306,7 @@ class Stages:
             if prep is None:
                 self._prepare_verify(part)
                 prep = part.verify_prep
-            ok = part.lap("verify", _verify, pk.vk, proof, prepared=prep)
+            ok = part.lap("verify", functools.partial(_verify, prepared=prep), pk.vk, proof)
             if not ok:
                 raise self._diagnose(part)
         return proof
