@@ -9,7 +9,7 @@
 # Session 9: tests msm26 / msmbatch (batch v1) / msmbatch (v2) / tests eng27 (two-lock, --single 2) msm26b / batchsm.
 # Session 10: batchlb (removed: the register cap lost) tailbal c22b / tests eng27 / batchaff / tests eng27 / final
 #   (bench/RESULTS.md).
-# Session 11: sortab (a binned sort, A/B against the atomic scatter: refuted, removed) / canon eng27 / ...
+# Session 11: sortab (a binned sort, A/B against the atomic scatter: refuted, removed) / ...
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -108,15 +108,6 @@ for step in "${@:-all}"; do
                 -k "matches_cpu or balances or batch" 2>&1 | tee "$OUT/gpu_final_tests.log" | tail -3
            timeout 90 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --balance batch --runs 5 \
                 --json "$OUT/final24.json" 2>&1 | grep "^g1 " ;;
-    canon) # the H MSM's scalars canonical (H's last pass converts) against Montgomery (a product per scalar in the
-           # count and in each of the 14 scatter passes): the profile's split at 2^27 (c = 20, k = 2, batch)
-           timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_ntt.py tests/test_gpu_prover.py 2>&1 \
-                | tee "$OUT/gpu_canon_tests.log" | tail -3
-           for form in montgomery canonical; do
-             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
-                  --balance batch --form $form --no-check --runs 2 --json "$OUT/canon27-$form.json" 2>&1 \
-                  | tee "$OUT/canon27-$form.log" | grep -E "^g1 |scatter=" | tail -3
-           done ;;
     msm26) CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/msm26.json" 2>&1 | tee "$OUT/msm26.log" | grep -v "^ *$" | grep -v "^msm " | tail -40 ;;
     msm27) timeout 400 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c 16,20 --k 1,2 \

@@ -45,7 +45,7 @@ _FR_BYTES = 32
 # pass flags (cuzk/cu/ntt/ntt.cuh)
 F_INV, F_FWD, F_LOAD_BITREV, F_STORE_BITREV, F_POINTWISE, F_SCALE_OUT = 1, 2, 4, 8, 16, 32
 F_PLAIN_INV, F_PLAIN_FWD = 64, 128   # the table is plain: top-level twiddles are 1
-F_PRODUCT, F_ADD_OUT, F_CANON_OUT = 256, 512, 1024
+F_PRODUCT, F_ADD_OUT = 256, 512
 # Tiles hold 2^11 elements (64 KiB of shared memory, two blocks per SM) up to 2^20 and
 # 2^10 (32 KiB, four blocks per SM) for the 3-pass sizes: measured on an H200, 2^10
 # tiles run 2^27 in 40.0 ms vs 43.6 ms (bench/gpu_ntt_notes.md).  Up to 2^11 the whole
@@ -266,7 +266,7 @@ class _DeviceState(DeviceState):
             shmem=E * _FR_BYTES)
 
     def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None), c_from_ab=False,
-                 steps=("a", "rest"), canonical=False):
+                 steps=("a", "rest")):
         """h = (a·b - c)/Z as coefficients into d_h with six transforms (see ``h_consts``);
         d_a, d_b, d_c are clobbered.
 
@@ -276,8 +276,6 @@ class _DeviceState(DeviceState):
         can enqueue the work in two calls: "a" (wait for a, then A~ into d_c) and "rest" (wait
         for b, then U, B~ and h), so that A~ runs while b is still uploading.  Without it
         ``steps`` must be both.
-        ``canonical``: h leaves in canonical form instead of Montgomery (the last pass converts:
-        the MSM that reads it then decodes its digits without a product per pass).
         """
         if not c_from_ab and tuple(steps) != ("a", "rest"):
             raise ValueError("the H stage with c read from d_c runs in one call")
@@ -320,8 +318,7 @@ class _DeviceState(DeviceState):
         # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
-            flags = F_INV | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0) \
-                | (F_CANON_OUT if last and canonical else 0)
+            flags = F_INV | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 
@@ -517,7 +514,7 @@ def ntt(values, inverse=False, coset=False, device=None, stream=None):
 
 
 def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None, None, None),
-                    c_from_ab=False, steps=("a", "rest"), canonical=False):
+                    c_from_ab=False, steps=("a", "rest")):
     """The H polynomial on device buffers: coefficients of h = (a·b - c)/Z into ``d_h``.
 
     ``d_a``, ``d_b``, ``d_c`` (evaluations, natural order, Montgomery) are clobbered.
@@ -526,13 +523,12 @@ def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None
     ``c_from_ab``: the caller guarantees c = a∘b row by row (it checks the assignment), so
     ``d_c`` is only scratch (never read; it need not be uploaded), and ``steps`` may split the
     enqueue in two calls, "a" then "rest" (``_DeviceState.h_passes``).
-    ``canonical``: the coefficients in canonical form (default Montgomery).
     """
     if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
         raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
-    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps, canonical)
+    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps)
 
 
 def h_stage_device(a, b, c, device=None, stream=None):

@@ -372,37 +372,6 @@ def test_h_stage_matches_cpu(gpu, monkeypatch, rng, tile, lg):
     assert_same(gpu.h_stage(a, b, c), cpu_h_ref(a, b, c), f"H 2^{lg} plan {gpu.pass_plan(lg)}")
 
 
-@needs_cpu
-@pytest.mark.parametrize("lg", [1, 5, 12])
-@pytest.mark.parametrize("canonical", [False, True])
-def test_h_stage_c_from_ab(gpu, rng, lg, canonical):
-    """H with c = a∘b taken from a and b (d_c never read: filled with garbage here), enqueued in
-    the two steps the early path uses, in Montgomery form and (``canonical``) converted by the
-    last pass: the CPU's H of (a, b, a∘b), the canonical one == its Montgomery one converted."""
-    from cuzk._assignment import fr_mont_to_ints
-    from cuzk._native import _field
-    n = 1 << lg
-    a, b = rand_fr(rng, n), rand_fr(rng, n)
-    c = _field.mul(a, b, "fr")
-    want = cpu_h_ref(a, b, c)
-
-    def run(st, comp, lg_n, bufs, h, events):
-        st.h_passes(comp, lg_n, bufs[0], bufs[1], bufs[2], h, events, c_from_ab=True, steps=("a",),
-                    canonical=canonical)
-        st.h_passes(comp, lg_n, bufs[0], bufs[1], bufs[2], h, events, c_from_ab=True, steps=("rest",),
-                    canonical=canonical)
-        return h
-
-    st = gpu._state(None)
-    comp = st.streams()[0]
-    garbage = rand_fr(rng, n)
-    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, garbage], None, comp, run), n)
-    if canonical:
-        assert from_arr(got) == fr_mont_to_ints(want), f"canonical H 2^{lg}"
-    else:
-        assert_same(got, want, f"H (c = a∘b) 2^{lg}")
-
-
 SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
 
 

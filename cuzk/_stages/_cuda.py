@@ -802,10 +802,8 @@ class CudaStages(CpuStages):
         if not getattr(part, "gpu_marks", None):
             self._enqueue_h_first(part, part.uploaded)
         s.wait_event(part.uploaded)
-        # h in canonical form: the H MSM's count and scatter passes then read its digits without
-        # a Montgomery product per scalar and pass (15 at 2^27)
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
-                                  stream=s, c_from_ab=True, steps=("rest",), canonical=True)
+                                  stream=s, c_from_ab=True, steps=("rest",))
         marks = part.gpu_marks
         marks.append(("h_ntt", ctx.event(s, timing=True)))
         self._enqueue_reductions(part, bases, 0, 1, s, marks)
@@ -852,7 +850,7 @@ class CudaStages(CpuStages):
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
             elif q == "h":
                 part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self.pool, bases.ptr("h"), dev["h"].ptr, view, scalar_form="canonical")
+                    plan, s, self.pool, bases.ptr("h"), dev["h"].ptr, view, scalar_form="montgomery")
             else:
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,

@@ -49,7 +49,6 @@ enum : uint32_t {
     F_PLAIN_FWD = 128u,   // d_zfwd is a plain (non-coset) table
     F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]  (gathered with F_LOAD_BITREV)
     F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out); no d_k
-    F_CANON_OUT = 1024u,  // output leaves Montgomery form (last: after F_SCALE_OUT / F_ADD_OUT)
 };
 
 CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
@@ -321,9 +320,8 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
     if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd, (flags & F_PLAIN_FWD) != 0);
     {  // store (every round ended with a barrier)
         const bool scatter = (flags & F_STORE_BITREV) != 0;
-        if (flags & (F_SCALE_OUT | F_ADD_OUT | F_CANON_OUT)) {
+        if (flags & (F_SCALE_OUT | F_ADD_OUT)) {
             const bool scale = (flags & F_SCALE_OUT) != 0, add = (flags & F_ADD_OUT) != 0;
-            const bool canon = (flags & F_CANON_OUT) != 0;
             const fr_t k2 = scale ? load_fr_ro(d_k + 2) : fr_t::zero();  // d_k only read when used
 #pragma unroll 1
             for (uint32_t e = threadIdx.x; e < g.E; e += g.threads) {
@@ -331,7 +329,6 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
                 fr_t v = tile.get(tile_t::phys(e));
                 if (scale) v = v * k2;
                 if (add) v = v + load_fr(d_in_c + idx);
-                if (canon) v = v.from_mont();
                 store_fr(d_out + idx, v);
             }
         } else {
