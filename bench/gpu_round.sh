@@ -9,7 +9,8 @@
 # Session 9: tests msm26 / msmbatch (batch v1) / msmbatch (v2) / tests eng27 (two-lock, --single 2) msm26b / batchsm.
 # Session 10: batchlb (removed: the register cap lost) tailbal c22b / tests eng27 / batchaff / tests eng27 / final
 #   (bench/RESULTS.md).
-# Session 11: sortab (a binned sort, A/B against the atomic scatter: refuted, removed) / ...
+# Session 11: sortab (a binned sort, A/B against the atomic scatter: refuted, removed) / canon (H in canonical form
+#   for the H MSM: −1.2 ms, removed) eng27 / ...
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc

@@ -372,6 +372,28 @@ def test_h_stage_matches_cpu(gpu, monkeypatch, rng, tile, lg):
     assert_same(gpu.h_stage(a, b, c), cpu_h_ref(a, b, c), f"H 2^{lg} plan {gpu.pass_plan(lg)}")
 
 
+@needs_cpu
+@pytest.mark.parametrize("lg", [1, 5, 12])
+def test_h_stage_c_from_ab(gpu, rng, lg):
+    """H with c = a∘b taken from a and b (d_c is never read: it holds garbage here), enqueued in
+    the two steps the early path uses ("a" while b uploads, then "rest"): the CPU's H of
+    (a, b, a∘b)."""
+    from cuzk._native import _field
+    n = 1 << lg
+    a, b = rand_fr(rng, n), rand_fr(rng, n)
+    want = cpu_h_ref(a, b, _field.mul(a, b, "fr"))
+
+    def run(st, comp, lg_n, bufs, h, events):
+        for step in ("a", "rest"):
+            st.h_passes(comp, lg_n, bufs[0], bufs[1], bufs[2], h, events, c_from_ab=True, steps=(step,))
+        return h
+
+    st = gpu._state(None)
+    comp = st.streams()[0]
+    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    assert_same(got, want, f"H (c = a∘b) 2^{lg}")
+
+
 SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
 
 
