@@ -25,11 +25,27 @@ namespace cuzk {
 
 static CUZK_INLINE bool bit_at(const uint64_t* w, size_t i) { return (w[i >> 6] >> (i & 63)) & 1; }
 
-inline size_t popcount_words(const uint64_t* w, size_t nbits) {
+// Set bits among the first nbits of w.  A portable build (no -march) compiles
+// __builtin_popcountll to a bit-twiddling sequence; on x86-64 CPUs with POPCNT (every one since
+// 2008) the same loop inlined into a function built for it runs instead, ~3x faster.
+__attribute__((always_inline)) static inline size_t popcount_words_body(const uint64_t* w, size_t nbits) {
     size_t c = 0, full = nbits >> 6;
     for (size_t i = 0; i < full; i++) c += (size_t)__builtin_popcountll(w[i]);
     if (nbits & 63) c += (size_t)__builtin_popcountll(w[full] & ((1ULL << (nbits & 63)) - 1));
     return c;
+}
+#if defined(__x86_64__) && !defined(__POPCNT__)
+__attribute__((target("popcnt"))) static size_t popcount_words_popcnt(const uint64_t* w, size_t nbits) {
+    return popcount_words_body(w, nbits);
+}
+#endif
+
+inline size_t popcount_words(const uint64_t* w, size_t nbits) {
+#if defined(__x86_64__) && !defined(__POPCNT__)
+    static const bool has = __builtin_cpu_supports("popcnt");
+    if (has) return popcount_words_popcnt(w, nbits);
+#endif
+    return popcount_words_body(w, nbits);
 }
 
 struct prep_query_t {
