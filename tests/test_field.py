@@ -1,5 +1,7 @@
 """Fr, Fq, Fq2: Montgomery conversions and arithmetic against Python big ints (tests/refs.py),
 and one property suite parametrized over the three fields (ring laws, inverses, sqrt, round trips)."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -77,6 +79,31 @@ def test_ops_against_big_ints(field, rng):
     e = int.from_bytes(rng.bytes(40), "little")
     assert vals(F.pow(a[:20], e, field), field) == [O.pow(x, e) for x in xs[:20]]
     assert vals(F.pow(a[:4], 0, field), field) == [O.one] * 4
+
+
+def test_portable_and_mulx_products_agree(rng, tmp_path):
+    """The products with mulx/adx (Fr: inline, Fq: out of line; taken when the CPU has them) and
+    the portable ones (CUZK_FF_PORTABLE=1, in a subprocess) give the same bytes, and match Python
+    big ints, on random and edge operands of Fr, Fq and Fq2."""
+    import subprocess
+    import sys
+    ins = {}
+    for field in FIELDS:
+        O = OPS[field]
+        xs, ys = random_vals(field, 300, rng), random_vals(field, 300, rng)
+        xs[:3] = [O.zero, O.one, O.neg(O.one)]
+        ys[:3] = [O.neg(O.one), O.neg(O.one), O.neg(O.one)]
+        ins[field] = (arr(xs, field), arr(ys, field))
+        assert vals(F.mul(*ins[field], field), field) == [O.mul(x, y) for x, y in zip(xs, ys)]
+    np.savez(tmp_path / "in.npz", **{f"{f}_{i}": v for f in FIELDS for i, v in enumerate(ins[f])})
+    code = ("import sys, numpy as np; from cuzk._native import _field as F; d = np.load(sys.argv[1]); "
+            "np.savez(sys.argv[2], **{f: F.mul(d[f + '_0'], d[f + '_1'], f) for f in ('fr', 'fq', 'fq2')})")
+    env = dict(os.environ, CUZK_FF_PORTABLE="1")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+                   env=env, check=True, timeout=120)
+    out = np.load(tmp_path / "out.npz")
+    for field in FIELDS:
+        assert out[field].tolist() == F.mul(*ins[field], field).tolist(), field
 
 
 @pytest.mark.parametrize("field", FIELDS)

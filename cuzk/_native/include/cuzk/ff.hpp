@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "bls12_381_constants.hpp"
@@ -109,10 +110,69 @@ inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
 #undef CUZK_FF_MULROW
 #undef CUZK_FF_REDROW
 
+// The 4-limb (Fr) product the same way: 32 mulx.  Operands as memory inputs (no "memory"
+// clobber), so the compiler keeps the callers' loop state in registers; inlined into the NTT,
+// MSM and row-check loops.
+#define CUZK_FF_MULROW4(off, t0, t1, t2, t3, t4)                                                     \
+"movq " #off "(%[b]), %%rdx\n\t"                                                                      \
+"xorl %%eax, %%eax\n\t"                                                                             \
+"mulxq 0(%[a]), %[lo], %[hi]\n\t"    "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"    \
+"mulxq 8(%[a]), %[lo], %[hi]\n\t"   "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"    \
+"mulxq 16(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"    \
+"mulxq 24(%[a]), %[lo], %[" #t4 "]\n\t" "adoxq %[lo], %[" #t3 "]\n\t"                                \
+"adcxq %%rax, %[" #t4 "]\n\t" "adoxq %%rax, %[" #t4 "]\n\t"
+#define CUZK_FF_REDROW4(t0, t1, t2, t3, t4)                                                          \
+"movabsq %[m0], %%rdx\n\t"                                                                          \
+"imulq %[" #t0 "], %%rdx\n\t"                                                                       \
+"xorl %%eax, %%eax\n\t"                                                                             \
+"mulxq 0(%[p]), %[lo], %[hi]\n\t"    "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"    \
+"mulxq 8(%[p]), %[lo], %[hi]\n\t"   "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"    \
+"mulxq 16(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"    \
+"mulxq 24(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"    \
+"adoxq %%rax, %[" #t4 "]\n\t"
+// Callers must know the CPU has BMI2 and ADX (as mont_mul6_mulx).
+template <class P>
+inline void mont_mul4_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
+    typedef const uint64_t limbs4[4];
+    uint64_t t0, t1, t2, t3, t4, lo, hi;
+    __asm__(
+        "movq 0(%[b]), %%rdx\n\t"
+        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
+        "mulxq 8(%[a]), %[lo], %[t2]\n\t"  "addq %[lo], %[t1]\n\t"
+        "mulxq 16(%[a]), %[lo], %[t3]\n\t" "adcq %[lo], %[t2]\n\t"
+        "mulxq 24(%[a]), %[lo], %[t4]\n\t" "adcq %[lo], %[t3]\n\t"
+        "adcq $0, %[t4]\n\t"
+        CUZK_FF_REDROW4(t0, t1, t2, t3, t4)
+        CUZK_FF_MULROW4(8, t1, t2, t3, t4, t0)
+        CUZK_FF_REDROW4(t1, t2, t3, t4, t0)
+        CUZK_FF_MULROW4(16, t2, t3, t4, t0, t1)
+        CUZK_FF_REDROW4(t2, t3, t4, t0, t1)
+        CUZK_FF_MULROW4(24, t3, t4, t0, t1, t2)
+        CUZK_FF_REDROW4(t3, t4, t0, t1, t2)
+        : [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),
+          [lo] "=&r"(lo), [hi] "=&r"(hi)
+        : [a] "r"(A), [b] "r"(B), [p] "r"(P::MOD), [m0] "i"(P::M0),
+          "m"(*(limbs4*)A), "m"(*(limbs4*)B), "m"(*(limbs4*)P::MOD)
+        : "rax", "rdx", "cc");
+    // t < 2m: subtract m once (borrow chain + select)
+    const uint64_t t[4] = {t4, t0, t1, t2};
+    unsigned long long d[4];
+    unsigned char bo = 0;
+    for (int i = 0; i < 4; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
+    for (int i = 0; i < 4; i++) r[i] = bo ? t[i] : d[i];
+}
+#undef CUZK_FF_MULROW4
+#undef CUZK_FF_REDROW4
+
 // Whether the running CPU has BMI2 + ADX (probed once per extension). Inline asm needs no
 // compile flags, so portable builds call mont_mul6_mulx after this check.
+// CUZK_FF_PORTABLE=1 in the environment (read once) takes the portable products anyway: the
+// tests run both paths on one CPU (tests/test_field.py).
 inline bool cpu_has_bmi2_adx() {
-    static const bool ok = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx");
+    static const bool ok = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("adx") && [] {
+        const char* v = std::getenv("CUZK_FF_PORTABLE");
+        return !(v && *v && std::strcmp(v, "0") != 0);
+    }();
     return ok;
 }
 #endif
@@ -233,7 +293,15 @@ struct mont_t {
         r = mul_inline(a, b);
     }
     friend CUZK_INLINE mont_t operator*(const mont_t& a, const mont_t& b) {
-        if constexpr (N <= 4) {
+        if constexpr (N == 4) {
+#if defined(__x86_64__) && defined(__GNUC__)
+#if !(defined(__BMI2__) && defined(__ADX__))
+            if (cpu_has_bmi2_adx())  // portable build: run-time dispatch
+#endif
+            { mont_t r; mont_mul4_mulx<P>(r.l, a.l, b.l); return r; }
+#endif
+            return mul_inline(a, b);
+        } else if constexpr (N < 4) {
             return mul_inline(a, b);
         } else {
             mont_t r;
