@@ -48,43 +48,54 @@ struct fq_params {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CUZK_HAVE_MULX_ASM 1
-// 6-limb CIOS with mulx and two carry chains (adox: low halves into t_j, adcx: high halves
-// into t_{j+1}); 72 mulx, ~150 adcx/adox. "No-carry" bound as above: t stays < 2m, t6 never
-// overflows. ~2x faster than the u128 code GCC 12 makes of mul_inline (45 vs 87-103 ns).
-#define CUZK_FF_MULROW(off, t0, t1, t2, t3, t4, t5, t6)                                                  \
-"movq " #off "(%[b]), %%rdx\n\t"                                                                    \
-"xorl %%eax, %%eax\n\t"                                                                             \
-"mulxq 0(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
-"mulxq 8(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
-"mulxq 16(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
-"mulxq 24(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
-"mulxq 32(%[a]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
-"mulxq 40(%[a]), %[lo], %[" #t6 "]\n\t" "adoxq %[lo], %[" #t5 "]\n\t"                               \
-"adcxq %%rax, %[" #t6 "]\n\t" "adoxq %%rax, %[" #t6 "]\n\t"
-#define CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)                                                      \
-"movabsq %[m0], %%rdx\n\t"                                                                          \
-"imulq %[" #t0 "], %%rdx\n\t"                                                                       \
-"xorl %%eax, %%eax\n\t"                                                                             \
-"mulxq 0(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"  \
-"mulxq 8(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"  \
-"mulxq 16(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"  \
-"mulxq 24(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"  \
-"mulxq 32(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t4 "]\n\t" "adcxq %[hi], %[" #t5 "]\n\t"  \
-"mulxq 40(%[p]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #t5 "]\n\t" "adcxq %[hi], %[" #t6 "]\n\t"  \
-"adoxq %%rax, %[" #t6 "]\n\t"
+// CIOS with mulx and two carry chains (adox: low halves into t_j, adcx: high halves into
+// t_{j+1}), for 6 limbs (Fq: 72 mulx, ~150 adcx/adox; ~2x faster than the u128 code GCC 12 makes
+// of mul_inline, 45 vs 87-103 ns) and 4 (Fr: 32 mulx; 0.54x, bench/bench_fr_product.py).
+// "No-carry" bound as above: t stays < 2m, the top word never overflows.  The rows are built
+// from one step: t_j += lo(x·rdx) (adox), t_{j+1} += hi (adcx), x = off(%[src]).
+#define CUZK_FF_STEP(src, off, tj, tj1) \
+"mulxq " #off "(%[" #src "]), %[lo], %[hi]\n\t" "adoxq %[lo], %[" #tj "]\n\t" "adcxq %[hi], %[" #tj1 "]\n\t"
+// the product row's last step writes its high half straight into the new top word (0 before)
+#define CUZK_FF_TOP(off, tj, tn) \
+"mulxq " #off "(%[a]), %[lo], %[" #tn "]\n\t" "adoxq %[lo], %[" #tj "]\n\t" \
+"adcxq %%rax, %[" #tn "]\n\t" "adoxq %%rax, %[" #tn "]\n\t"
+// row 0: t = a·b[0] with one carry chain
+#define CUZK_FF_HEAD0 "movq 0(%[b]), %%rdx\n\t" "mulxq 0(%[a]), %[t0], %[t1]\n\t" \
+"mulxq 8(%[a]), %[lo], %[t2]\n\t" "addq %[lo], %[t1]\n\t"
+#define CUZK_FF_ROW0(off, tj, tn) "mulxq " #off "(%[a]), %[lo], %[" #tn "]\n\t" "adcq %[lo], %[" #tj "]\n\t"
+#define CUZK_FF_MULHEAD(off) "movq " #off "(%[b]), %%rdx\n\t" "xorl %%eax, %%eax\n\t"
+#define CUZK_FF_REDHEAD(t0) "movabsq %[m0], %%rdx\n\t" "imulq %[" #t0 "], %%rdx\n\t" "xorl %%eax, %%eax\n\t"
+#define CUZK_FF_MULROW(off, t0, t1, t2, t3, t4, t5, t6)                                            \
+    CUZK_FF_MULHEAD(off) CUZK_FF_STEP(a, 0, t0, t1) CUZK_FF_STEP(a, 8, t1, t2)                   \
+    CUZK_FF_STEP(a, 16, t2, t3) CUZK_FF_STEP(a, 24, t3, t4) CUZK_FF_STEP(a, 32, t4, t5)          \
+    CUZK_FF_TOP(40, t5, t6)
+#define CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)                                                \
+    CUZK_FF_REDHEAD(t0) CUZK_FF_STEP(p, 0, t0, t1) CUZK_FF_STEP(p, 8, t1, t2)                    \
+    CUZK_FF_STEP(p, 16, t2, t3) CUZK_FF_STEP(p, 24, t3, t4) CUZK_FF_STEP(p, 32, t4, t5)          \
+    CUZK_FF_STEP(p, 40, t5, t6) "adoxq %%rax, %[" #t6 "]\n\t"
+#define CUZK_FF_MULROW4(off, t0, t1, t2, t3, t4)                                                  \
+    CUZK_FF_MULHEAD(off) CUZK_FF_STEP(a, 0, t0, t1) CUZK_FF_STEP(a, 8, t1, t2)                   \
+    CUZK_FF_STEP(a, 16, t2, t3) CUZK_FF_TOP(24, t3, t4)
+#define CUZK_FF_REDROW4(t0, t1, t2, t3, t4)                                                       \
+    CUZK_FF_REDHEAD(t0) CUZK_FF_STEP(p, 0, t0, t1) CUZK_FF_STEP(p, 8, t1, t2)                    \
+    CUZK_FF_STEP(p, 16, t2, t3) CUZK_FF_STEP(p, 24, t3, t4) "adoxq %%rax, %[" #t4 "]\n\t"
+
+// r = t − m when t >= m, else t (t < 2m; borrow chain + select, no u128).
+template <class P, size_t N>
+inline void mulx_reduce_once(uint64_t* r, const uint64_t (&t)[N]) {
+    unsigned long long d[N];
+    unsigned char bo = 0;
+    for (size_t i = 0; i < N; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
+    for (size_t i = 0; i < N; i++) r[i] = bo ? t[i] : d[i];
+}
+
 // Callers must know the CPU has BMI2 and ADX (compile-time flags, or cpu_has_bmi2_adx() below).
 template <class P>
 inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
     uint64_t t0, t1, t2, t3, t4, t5, t6, lo, hi;
     __asm__(
-        "movq 0(%[b]), %%rdx\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"  "addq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t" "adcq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t" "adcq %[lo], %[t3]\n\t"
-        "mulxq 32(%[a]), %[lo], %[t5]\n\t" "adcq %[lo], %[t4]\n\t"
-        "mulxq 40(%[a]), %[lo], %[t6]\n\t" "adcq %[lo], %[t5]\n\t"
-        "adcq $0, %[t6]\n\t"
+        CUZK_FF_HEAD0 CUZK_FF_ROW0(16, t2, t3) CUZK_FF_ROW0(24, t3, t4) CUZK_FF_ROW0(32, t4, t5)
+        CUZK_FF_ROW0(40, t5, t6) "adcq $0, %[t6]\n\t"
         CUZK_FF_REDROW(t0, t1, t2, t3, t4, t5, t6)
         CUZK_FF_MULROW(8, t1, t2, t3, t4, t5, t6, t0)
         CUZK_FF_REDROW(t1, t2, t3, t4, t5, t6, t0)
@@ -100,48 +111,19 @@ inline void mont_mul6_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
           [t5] "=&r"(t5), [t6] "=&r"(t6), [lo] "=&r"(lo), [hi] "=&r"(hi)
         : [a] "r"(A), [b] "r"(B), [p] "r"(P::MOD), [m0] "i"(P::M0)
         : "rax", "rdx", "cc", "memory");
-    // t < 2m: subtract m once (borrow chain + select, no u128)
     const uint64_t t[6] = {t6, t0, t1, t2, t3, t4};
-    unsigned long long d[6];
-    unsigned char bo = 0;
-    for (int i = 0; i < 6; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
-    for (int i = 0; i < 6; i++) r[i] = bo ? t[i] : d[i];
+    mulx_reduce_once<P>(r, t);
 }
-#undef CUZK_FF_MULROW
-#undef CUZK_FF_REDROW
 
-// The 4-limb (Fr) product the same way: 32 mulx.  Operands as memory inputs (no "memory"
-// clobber), so the compiler keeps the callers' loop state in registers; inlined into the NTT,
-// MSM and row-check loops.
-#define CUZK_FF_MULROW4(off, t0, t1, t2, t3, t4)                                                     \
-"movq " #off "(%[b]), %%rdx\n\t"                                                                      \
-"xorl %%eax, %%eax\n\t"                                                                             \
-"mulxq 0(%[a]), %[lo], %[hi]\n\t"    "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"    \
-"mulxq 8(%[a]), %[lo], %[hi]\n\t"   "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"    \
-"mulxq 16(%[a]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"    \
-"mulxq 24(%[a]), %[lo], %[" #t4 "]\n\t" "adoxq %[lo], %[" #t3 "]\n\t"                                \
-"adcxq %%rax, %[" #t4 "]\n\t" "adoxq %%rax, %[" #t4 "]\n\t"
-#define CUZK_FF_REDROW4(t0, t1, t2, t3, t4)                                                          \
-"movabsq %[m0], %%rdx\n\t"                                                                          \
-"imulq %[" #t0 "], %%rdx\n\t"                                                                       \
-"xorl %%eax, %%eax\n\t"                                                                             \
-"mulxq 0(%[p]), %[lo], %[hi]\n\t"    "adoxq %[lo], %[" #t0 "]\n\t" "adcxq %[hi], %[" #t1 "]\n\t"    \
-"mulxq 8(%[p]), %[lo], %[hi]\n\t"   "adoxq %[lo], %[" #t1 "]\n\t" "adcxq %[hi], %[" #t2 "]\n\t"    \
-"mulxq 16(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t2 "]\n\t" "adcxq %[hi], %[" #t3 "]\n\t"    \
-"mulxq 24(%[p]), %[lo], %[hi]\n\t"  "adoxq %[lo], %[" #t3 "]\n\t" "adcxq %[hi], %[" #t4 "]\n\t"    \
-"adoxq %%rax, %[" #t4 "]\n\t"
-// Callers must know the CPU has BMI2 and ADX (as mont_mul6_mulx).
+// The 4-limb (Fr) product.  The limbs it reads are declared as memory inputs (no "memory"
+// clobber), so the compiler keeps the callers' loop state in registers; it inlines into the
+// NTT, MSM and row-check loops.
 template <class P>
 inline void mont_mul4_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
     typedef const uint64_t limbs4[4];
     uint64_t t0, t1, t2, t3, t4, lo, hi;
     __asm__(
-        "movq 0(%[b]), %%rdx\n\t"
-        "mulxq 0(%[a]), %[t0], %[t1]\n\t"
-        "mulxq 8(%[a]), %[lo], %[t2]\n\t"  "addq %[lo], %[t1]\n\t"
-        "mulxq 16(%[a]), %[lo], %[t3]\n\t" "adcq %[lo], %[t2]\n\t"
-        "mulxq 24(%[a]), %[lo], %[t4]\n\t" "adcq %[lo], %[t3]\n\t"
-        "adcq $0, %[t4]\n\t"
+        CUZK_FF_HEAD0 CUZK_FF_ROW0(16, t2, t3) CUZK_FF_ROW0(24, t3, t4) "adcq $0, %[t4]\n\t"
         CUZK_FF_REDROW4(t0, t1, t2, t3, t4)
         CUZK_FF_MULROW4(8, t1, t2, t3, t4, t0)
         CUZK_FF_REDROW4(t1, t2, t3, t4, t0)
@@ -154,13 +136,17 @@ inline void mont_mul4_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
         : [a] "r"(A), [b] "r"(B), [p] "r"(P::MOD), [m0] "i"(P::M0),
           "m"(*(limbs4*)A), "m"(*(limbs4*)B), "m"(*(limbs4*)P::MOD)
         : "rax", "rdx", "cc");
-    // t < 2m: subtract m once (borrow chain + select)
     const uint64_t t[4] = {t4, t0, t1, t2};
-    unsigned long long d[4];
-    unsigned char bo = 0;
-    for (int i = 0; i < 4; i++) bo = _subborrow_u64(bo, t[i], P::MOD[i], &d[i]);
-    for (int i = 0; i < 4; i++) r[i] = bo ? t[i] : d[i];
+    mulx_reduce_once<P>(r, t);
 }
+#undef CUZK_FF_STEP
+#undef CUZK_FF_HEAD0
+#undef CUZK_FF_ROW0
+#undef CUZK_FF_TOP
+#undef CUZK_FF_MULHEAD
+#undef CUZK_FF_REDHEAD
+#undef CUZK_FF_MULROW
+#undef CUZK_FF_REDROW
 #undef CUZK_FF_MULROW4
 #undef CUZK_FF_REDROW4
 
