@@ -296,16 +296,14 @@ class Stages:
         from .._prover import public_inputs
         part.verify_prep = part.lap("verify_prep", prepare_inputs, part.key.pk.vk,
                                     public_inputs(part.asg))
+        return part.verify_prep
 
     def _epilogue_and_verify(self, part, points, verify):
         pk = part.key.pk
         proof = part.lap("epilogue", self.epilogue, pk.vk, points, part.r, part.s)
         if verify:
             from .._verifier import verify as _verify
-            prep = getattr(part, "verify_prep", None)
-            if prep is None:
-                self._prepare_verify(part)
-                prep = part.verify_prep
+            prep = getattr(part, "verify_prep", None) or self._prepare_verify(part)
             ok = part.lap("verify", functools.partial(_verify, prepared=prep), pk.vk, proof)
             if not ok:
                 raise self._diagnose(part)

@@ -151,7 +151,7 @@ inline void mont_mul4_mulx(uint64_t* r, const uint64_t* A, const uint64_t* B) {
 #undef CUZK_FF_REDROW4
 
 // Whether the running CPU has BMI2 + ADX (probed once per extension). Inline asm needs no
-// compile flags, so portable builds call mont_mul6_mulx after this check.
+// compile flags, so portable builds call mont_mul6_mulx / mont_mul4_mulx after this check.
 // CUZK_FF_PORTABLE=1 in the environment (read once) takes the portable products anyway: the
 // tests run both paths on one CPU (tests/test_field.py).
 inline bool cpu_has_bmi2_adx() {
@@ -286,8 +286,6 @@ struct mont_t {
 #endif
             { mont_t r; mont_mul4_mulx<P>(r.l, a.l, b.l); return r; }
 #endif
-            return mul_inline(a, b);
-        } else if constexpr (N < 4) {
             return mul_inline(a, b);
         } else {
             mont_t r;
