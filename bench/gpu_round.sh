@@ -11,6 +11,9 @@
 #   (bench/RESULTS.md).
 # Session 11: sortab (a binned sort, A/B against the atomic scatter: refuted, removed) / canon (H in canonical form
 #   for the H MSM: −1.2 ms, removed) eng27 / ...
+# Session 12: ldab ncu27 (the scatter's scalars evict-first: −4 ms at 2^27, kept; the applied entry in the lane row: +6 ms,
+#   not kept) / mul2ab (1/d and inv·d as one call of two products: +28 ms at 2^27, removed) ncustall (level 0 is
+#   latency-bound: 2 warps per scheduler) / tests eng27 / ncuntt / occab (cut by the budget while compiling; prepared for the next session)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -104,6 +107,56 @@ for step in "${@:-all}"; do
                 --fixed '' --runs 5 --json "$OUT/batchaff.json" 2>&1 | tee "$OUT/batchaff.log" | tail -26
            timeout 150 python3 bench/bench_gpu_batch.py --g1 27 --g2 25 --density 0.45 --kind affine --lane-bits 8,16,32,64 \
                 --fixed '' --runs 5 --json "$OUT/batchlanes.json" 2>&1 | tail -9 ;;
+    ldab) # A/B in one call (session 12): count/scatter reading scalars with ld.global.cs and the batch level 0 taking the
+          # applied step's entry from the lane row ("new") against the kernels before (.scratch/prev/cuzk/cu: git archive of
+          # the previous commit's cuzk/cu, carried; the host code is the same for both), then the scatter's pass size again
+          for v in prev new prev new; do
+            if [ $v = prev ]; then export CUZK_CU_DIR=$PWD/.scratch/prev/cuzk/cu; else unset CUZK_CU_DIR; fi
+            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
+              --runs 2 --json "$OUT/ldab27-$v.json" 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab27.log"
+          done
+          for v in prev new; do
+            if [ $v = prev ]; then export CUZK_CU_DIR=$PWD/.scratch/prev/cuzk/cu; else unset CUZK_CU_DIR; fi
+            CUZK_MSM_PROFILE=1 timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90,real_tail --c 16 \
+              --k 4 --runs 3 --json "$OUT/ldab24-$v.json" 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab24.log" | grep "^$v g1"
+          done; unset CUZK_CU_DIR
+          CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
+            --scatter-buckets 17,19,20 --runs 2 --json "$OUT/ldab27s.json" 2>&1 | grep "^msm \|^g1 " | tee "$OUT/ldab27s.log" ;;
+    ncustall) # why the batch level 0 waits: warp states, occupancy, pipes (G1 2^24, c = 16, k = 4; kernel replay)
+          timeout ${NCU_TIMEOUT:-200} ncu --clock-control none -k "regex:sum_points_batch_g1" --launch-count 1 \
+            --section WarpStateStats --section Occupancy --section ComputeWorkloadAnalysis --section LaunchStats \
+            --section MemoryWorkloadAnalysis \
+            python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --no-check --runs 1 > "$OUT/ncustall.log" 2>&1
+          grep -v "^==PROF==" "$OUT/ncustall.log" | grep -v "^ *$" | grep -v "^g1 \|^  *---" | tail -90 ;;
+    ncuntt) # are the H NTT's passes and the batch additions latency-bound too? (warp states, pipes; 2^24 H, G1 2^24 ones)
+          timeout 150 ncu --clock-control none -k "regex:cuzk_ntt_pass" --launch-count 2 --section WarpStateStats \
+            --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
+            python3 bench/bench_gpu_ntt.py --ntt 24 --h '' --check-ntt '' --check-h '' --runs 1 > "$OUT/ncuntt.log" 2>&1
+          timeout 150 ncu --clock-control none -k "regex:batch_add_affine_g1" --launch-count 1 --section WarpStateStats \
+            --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
+            python3 bench/bench_gpu_batch.py --g1 24 --g2 '' --density 0.45 --kind affine --fixed '' --runs 1 >> "$OUT/ncuntt.log" 2>&1
+          grep "cuzk_\|Registers Per\|Achieved Active\|Issue Slots Busy\|highest-utilized\|Warp Cycles Per Issued\|stalled\|about .*%\|rror" \
+            "$OUT/ncuntt.log" | head -60 ;;
+    occab) # the batch level 0 with more warps per SM (prepared in session 12, not yet run: the device time was spent):
+          # the lane's points loaded where they are used (msm.cuh CUZK_MSM_BATCH_LATE_LOADS: 201 registers, still 2
+          # blocks of 128 per SM), and that with __launch_bounds__(128, 3) (msm.cu CUZK_MSM_BATCH_MIN_BLOCKS=3: 168
+          # registers + a 136-byte stack, 3 blocks), against the tree's kernels (240 registers).  Each variant compiles
+          # its own msm program (~1 min through NVRTC): the timeouts include that.
+          rm -rf /tmp/cu_late /tmp/cu_lb3 && cp -r cuzk/cu /tmp/cu_late \
+            && sed -i '1i #define CUZK_MSM_BATCH_LATE_LOADS 1' /tmp/cu_late/msm/msm.cu \
+            && cp -r /tmp/cu_late /tmp/cu_lb3 && sed -i '1i #define CUZK_MSM_BATCH_MIN_BLOCKS 3' /tmp/cu_lb3/msm/msm.cu
+          for v in base late lb3; do
+            if [ $v = base ]; then unset CUZK_CU_DIR; else export CUZK_CU_DIR=/tmp/cu_$v; fi
+            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --runs 3 \
+              2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/occab.log" | grep "^$v g1"
+            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
+              --runs 2 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/occab.log" | grep "^$v g1"
+          done; unset CUZK_CU_DIR ;;
+    ncu27) # hardware counters of the 2^27 H MSM's scatter passes and batch level 0 (single-pass metrics: no replay)
+          timeout ${NCU_TIMEOUT:-240} ncu --clock-control none -k "regex:scatter_g1|sum_points_batch_g1" --launch-count 15 \
+            --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+            python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs 1 > "$OUT/ncu27.log" 2>&1
+          grep -v "^==PROF==" "$OUT/ncu27.log" | grep -i "scatter_g1\|sum_points_batch\|duration\|bytes\|rate\|throughput\|error\|ERR" | tail -60 ;;
     final) # after a refactor of the batch kernels: their GPU tests, and the MSM batch level 0 timed at 2^24 (s10c1: 101.73 ms)
            timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
                 -k "matches_cpu or balances or batch" 2>&1 | tee "$OUT/gpu_final_tests.log" | tail -3

@@ -39,11 +39,27 @@ namespace msm {
 
 constexpr uint32_t NEG_BIT = 0x80000000u;  // entry = point index | NEG_BIT when d < 0
 
+// Loads of data read once per pass (the scalars and indices of count and scatter): cached
+// streaming (ld.global.cs: evict-first in L2), so the stream does not push out the lines that
+// must stay in L2 meanwhile (the counters, and the partly written sectors of the buckets'
+// write frontiers).  The scatter's 14 passes at 2^27 (c = 20, k = 2) each re-read the 4.3 GB of
+// scalars, 32 bytes per ~1 entry a pass.  H200, session 12: scatter 93.6 -> 89.6 ms there
+// (53 -> 51 ps per entry); the 2^24 MSMs unchanged.  Most of the 2^27 scatter's cost is not
+// this eviction, then.  CUZK_MSM_SCALARS_CACHED (development, A/B measurements): the default
+// policy.
+#if defined(CUZK_HOST_EMU) || defined(CUZK_MSM_SCALARS_CACHED)
+CUZK_DEVICE uint4 load_once(const uint4* p) { return *p; }
+CUZK_DEVICE uint32_t load_once(const uint32_t* p) { return *p; }
+#else
+CUZK_DEVICE uint4 load_once(const uint4* p) { return __ldcs(p); }
+CUZK_DEVICE uint32_t load_once(const uint32_t* p) { return __ldcs(p); }
+#endif
+
 // Scalar i as 8 canonical 32-bit limbs (from Montgomery form when mont: k = x·2^-256 mod r).
 CUZK_DEVICE void load_scalar(uint32_t s[8], const uint32_t* __restrict__ scalars, uint32_t i, uint32_t mont)
 {
     const uint4* q = reinterpret_cast<const uint4*>(scalars + 8 * (uint64_t)i);
-    const uint4 a = q[0], b = q[1];
+    const uint4 a = load_once(q), b = load_once(q + 1);
     s[0] = a.x; s[1] = a.y; s[2] = a.z; s[3] = a.w;
     s[4] = b.x; s[5] = b.y; s[6] = b.z; s[7] = b.w;
     if (mont) {
@@ -173,7 +189,7 @@ CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* of
         uint32_t s[8], t[DIGIT_LIMBS];
         load_scalar(s, scalars, i, mont);
         digit_base(t, s, D);
-        const uint32_t pt = idx ? idx[i] : i;
+        const uint32_t pt = idx ? load_once(idx + i) : i;
         for_each_digit(t, c, W, Wk, b_lo, b_hi, [&](uint32_t w, uint32_t b, bool neg) {
             const uint32_t peers = bucket_peers(b), lane = lane_id();
             const uint32_t leader = __ffs(peers) - 1, rank = __popc(peers & ((1u << lane) - 1u));
@@ -592,6 +608,11 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
 // with every load waiting on the one before (word → acc, entry → point, then pre) the first
 // version spent most of its time waiting (H200, 194 registers, 8 warps per SM: G1 2^27 level 0
 // 675 ms against XYZZ's 692).
+// Session 12 (ncu, G1 2^24): 2 warps per scheduler (240 registers), 28 % of issue slots busy,
+// half of the stall cycles on fixed-latency dependencies: latency-bound.  Development knobs for
+// the prepared A/B with more warps (bench/gpu_round.sh occab; not measured yet):
+// CUZK_MSM_BATCH_LATE_LOADS loads the lane's points where they are used (sm_90: 201 registers),
+// with CUZK_MSM_BATCH_MIN_BLOCKS=3 (msm.cu) 168 registers + a 136-byte stack, 3 blocks per SM.
 template <class F>
 CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
                                   const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
@@ -640,12 +661,19 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 fl = w.y;
                 a = affine::load(acc + m);                 // stale when the lane is empty: unused
                 pm = load_field(pre + m);
+#ifndef CUZK_MSM_BATCH_LATE_LOADS
                 Pp = affine::load(points + (ep & ~NEG_BIT));
+#endif
             }
+#ifndef CUZK_MSM_BATCH_LATE_LOADS
             if (cur) pxc = load_field(&points[ec & ~NEG_BIT].x);
+#endif
             if (k > 0) {
                 const uint64_t j = base + k - 1;           // apply step k − 1
                 if (fl & (LANE_ADD | LANE_DBL)) {
+#ifdef CUZK_MSM_BATCH_LATE_LOADS
+                    Pp = affine::load(points + (ep & ~NEG_BIT));
+#endif
                     apply_waiting(a, (fl & LANE_DBL) != 0, Pp, (ep & NEG_BIT) != 0, pm, inv);
                     fl = 0;
                 }
@@ -657,7 +685,10 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                     b = bucket_of(off, nb, j + 1);          // the next non-empty bucket starts at j + 1
                 }
             }
-            // prepare step k (entry base + k, point ec)
+            // prepare step k (entry base + k, point ec; reached only when it exists)
+#ifdef CUZK_MSM_BATCH_LATE_LOADS
+            pxc = load_field(&points[ec & ~NEG_BIT].x);
+#endif
             const affine* pp = points + (ec & ~NEG_BIT);
             const bool neg = (ec & NEG_BIT) != 0;
             if (fl & LANE_EMPTY) {
