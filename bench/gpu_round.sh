@@ -107,21 +107,23 @@ for step in "${@:-all}"; do
                 --fixed '' --runs 5 --json "$OUT/batchaff.json" 2>&1 | tee "$OUT/batchaff.log" | tail -26
            timeout 150 python3 bench/bench_gpu_batch.py --g1 27 --g2 25 --density 0.45 --kind affine --lane-bits 8,16,32,64 \
                 --fixed '' --runs 5 --json "$OUT/batchlanes.json" 2>&1 | tail -9 ;;
-    ldab) # A/B in one call (session 12): count/scatter reading scalars with ld.global.cs and the batch level 0 taking the
-          # applied step's entry from the lane row ("new") against the kernels before (.scratch/prev/cuzk/cu: git archive of
-          # the previous commit's cuzk/cu, carried; the host code is the same for both), then the scatter's pass size again
-          for v in prev new prev new; do
-            if [ $v = prev ]; then export CUZK_CU_DIR=$PWD/.scratch/prev/cuzk/cu; else unset CUZK_CU_DIR; fi
-            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
-              --runs 2 --json "$OUT/ldab27-$v.json" 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab27.log"
+    ldab) # A/B in one call: count/scatter reading scalars and indices with ld.global.cs (the tree) against the default
+          # policy (a copy of cuzk/cu with CUZK_MSM_SCALARS_CACHED), alternated; then the scatter's pass size again.
+          # (Session 12's call 1 ran it against a carried copy of the previous kernels, with the since-removed lane-row
+          # entry in "new": bench/RESULTS.md.)
+          rm -rf /tmp/cu_cached && cp -r cuzk/cu /tmp/cu_cached && sed -i '1i #define CUZK_MSM_SCALARS_CACHED 1' /tmp/cu_cached/msm/msm.cu
+          for v in cached cs cached cs; do
+            if [ $v = cached ]; then export CUZK_CU_DIR=/tmp/cu_cached; else unset CUZK_CU_DIR; fi
+            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
+              --runs 2 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab27.log"
           done
-          for v in prev new; do
-            if [ $v = prev ]; then export CUZK_CU_DIR=$PWD/.scratch/prev/cuzk/cu; else unset CUZK_CU_DIR; fi
-            CUZK_MSM_PROFILE=1 timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90,real_tail --c 16 \
-              --k 4 --runs 3 --json "$OUT/ldab24-$v.json" 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab24.log" | grep "^$v g1"
+          for v in cached cs; do
+            if [ $v = cached ]; then export CUZK_CU_DIR=/tmp/cu_cached; else unset CUZK_CU_DIR; fi
+            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90,real_tail --c 16 \
+              --k 4 --runs 3 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/ldab24.log" | grep "^$v g1"
           done; unset CUZK_CU_DIR
           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
-            --scatter-buckets 17,19,20 --runs 2 --json "$OUT/ldab27s.json" 2>&1 | grep "^msm \|^g1 " | tee "$OUT/ldab27s.log" ;;
+            --scatter-buckets 17,19,20 --runs 2 2>&1 | grep "^msm \|^g1 " | tee "$OUT/ldab27s.log" ;;
     ncustall) # why the batch level 0 waits: warp states, occupancy, pipes (G1 2^24, c = 16, k = 4; kernel replay)
           timeout ${NCU_TIMEOUT:-200} ncu --clock-control none -k "regex:sum_points_batch_g1" --launch-count 1 \
             --section WarpStateStats --section Occupancy --section ComputeWorkloadAnalysis --section LaunchStats \
