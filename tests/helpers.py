@@ -1,7 +1,32 @@
 """Small helpers shared by several test modules (imported as ``import helpers``)."""
+import os
+import shlex
+import shutil
 import threading
+from pathlib import Path
 
-__all__ = ["run_threaded", "find_snarkjs"]
+__all__ = ["run_threaded", "find_snarkjs", "CU_DIR", "EMU_DIR", "cxx_compiler", "tail_text"]
+
+_HERE = Path(__file__).resolve().parent
+#: The host emulator's sources (tests/cu_emu) and the kernel sources of the checkout under test.
+EMU_DIR = _HERE / "cu_emu"
+CU_DIR = _HERE.parent / "cuzk" / "cu"
+
+
+def cxx_compiler():
+    """The C++ compiler command ($CXX, else c++, g++ or clang++), or None."""
+    if os.environ.get("CXX"):
+        cmd = shlex.split(os.environ["CXX"])
+        return cmd if shutil.which(cmd[0]) else None
+    for c in ("c++", "g++", "clang++"):
+        if shutil.which(c):
+            return [c]
+    return None
+
+
+def tail_text(text, n=6000):
+    """The last ``n`` characters of a compiler's output."""
+    return text if len(text) <= n else "...\n" + text[-n:]
 
 
 def run_threaded(fn, nthreads):

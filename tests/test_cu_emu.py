@@ -15,14 +15,8 @@ No compiler, or one that cannot build the harness's platform probe (C++20,
 it means the kernel sources (or the harness) are broken.
 """
 
-import importlib.util
-import os
 import random
-import shlex
-import shutil
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,9 +28,6 @@ try:
 except ImportError:  # pragma: no cover - the CPU extension is built wherever tests run
     cpu_ntt = None
 
-HERE = Path(__file__).resolve().parent
-EMU_DIR = HERE / "cu_emu"
-CU_DIR = HERE.parent / "cuzk" / "cu"       # the checkout under test
 
 R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 P = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
@@ -44,73 +35,9 @@ FIELDS = {"fr": (R, 32), "fq": (P, 48)}   # modulus, bytes (Montgomery R = 2^(8*
 
 needs_cpu = pytest.mark.skipif(cpu_ntt is None, reason="cuzk._native._ntt (CPU reference) not built")
 
-_PROBE = r"""
-#include <ucontext.h>
-#include <sys/mman.h>
-#include <thread>
-#include <concepts>
-static_assert(__cplusplus >= 202002L, "C++20");
-thread_local int tl;
-extern "C" int probe() { ucontext_t c; getcontext(&c); std::thread t([] { tl = 1; }); t.join(); return 0; }
-"""
 
-
-# --------------------------------------------------------------------------- build
-
-def _compiler():
-    if os.environ.get("CXX"):
-        cmd = shlex.split(os.environ["CXX"])
-        return cmd if shutil.which(cmd[0]) else None
-    for c in ("c++", "g++", "clang++"):
-        if shutil.which(c):
-            return [c]
-    return None
-
-
-def _tail(text, n=6000):
-    return text if len(text) <= n else "...\n" + text[-n:]
-
-
-@pytest.fixture(scope="session")
-def emu_lib(tmp_path_factory):
-    """The emulator library built from tests/cu_emu/emu.cpp and the kernel sources.
-
-    Kernel sources: $CUZK_CU_DIR if set (as cuzk._kernels), else the checkout's cuzk/cu.
-    Portable flags only (no -march=native, whatever CUZK_NATIVE_ARCH says).
-    """
-    cxx = _compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler (c++, g++, clang++ or $CXX) to build the kernel emulator")
-    cu = Path(os.environ.get("CUZK_CU_DIR") or CU_DIR).resolve()
-    out = tmp_path_factory.mktemp("cu_emu")
-    flags = ["-std=c++20", "-shared", "-fPIC", "-pthread"]
-
-    probe = out / "probe.cpp"
-    probe.write_text(_PROBE)
-    r = subprocess.run(cxx + flags + [str(probe), "-o", str(out / "probe.so")],
-                       capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        pytest.skip(f"{' '.join(cxx)} cannot build the emulator's platform probe (C++20, "
-                    f"<ucontext.h>, threads):\n{_tail(r.stderr, 1500)}")
-
-    lib = out / "libcuzk_emu.so"
-    cmd = cxx + ["-O2", "-fvisibility=hidden", *flags, f"-I{cu}", str(EMU_DIR / "emu.cpp"),
-                 "-o", str(lib)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        pytest.fail(f"building the kernel emulator failed (kernel sources {cu}):\n"
-                    f"$ {shlex.join(cmd)}\n{_tail(r.stderr + r.stdout)}", pytrace=False)
-    return lib
-
-
-@pytest.fixture(scope="session")
-def fake(emu_lib):
-    """A FakeDriver over the built emulator ($CUZK_EMU_WORKERS host threads, default: all)."""
-    spec = importlib.util.spec_from_file_location("cuzk_test_fake_driver", EMU_DIR / "fake_driver.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FakeDriver(emu_lib, workers=int(os.environ.get("CUZK_EMU_WORKERS", "0")))
-
+# --------------------------------------------------------------------------- fixtures
+# emu_lib and fake (the built emulator, its fake driver): tests/conftest.py, one build per session
 
 @pytest.fixture(scope="session")
 def _emu_states():

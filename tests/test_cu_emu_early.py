@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_cu_emu import _install_stages, emu_lib, fake  # noqa: F401  (fixtures)
+from test_cu_emu import _install_stages
 
 from cuzk import _cuda_msm
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from test_cu_emu import R, emu_lib, fake, to_arr  # noqa: F401  (fixtures: the built emulator)
+from test_cu_emu import R, to_arr
 
 from cuzk._cuda_pending import AFFINE_WORDS, XYZZ_WORDS
 from cuzk._native import _field, _msm, _r1cs

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from test_cu_emu import R, emu_lib, fake, to_arr  # noqa: F401  (fixtures: the built emulator)
+from test_cu_emu import R, to_arr
 
 from cuzk._native import _field, _r1cs
 

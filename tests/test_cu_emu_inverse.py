@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from test_cu_emu import FIELDS, P, emu_lib, fake, run_kernel  # noqa: F401  (fixtures)
+from test_cu_emu import FIELDS, P, run_kernel
 
 
 def mont_inverse_ref(x, p, nbytes):

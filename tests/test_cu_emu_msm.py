@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from test_cu_emu import emu_lib, fake, from_arr, to_arr  # noqa: F401  (fixtures)
+from test_cu_emu import to_arr
 
 from cuzk._assignment import fr_to_mont
 from cuzk._msm_dists import KINDS, R, scalars as dist_scalars

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from test_cu_emu import emu_lib, fake, to_arr  # noqa: F401  (fixtures)
+from test_cu_emu import to_arr
 from test_cu_emu_msm import _g2_ready, cpu_msm, gpu_msm, needs_g2, points  # noqa: F401  (gpu_msm: fixture)
 
 from cuzk._assignment import fr_to_mont

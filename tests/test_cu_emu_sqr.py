@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_cu_emu import CU_DIR, EMU_DIR, P, R, _compiler, _tail, adversarial_values, edge_values
+from helpers import CU_DIR, EMU_DIR, cxx_compiler, tail_text
+from test_cu_emu import P, R, adversarial_values, edge_values
 
 # name -> (emu_field_sqr's field id, modulus, 32-bit limbs)
 FIELDS = {"fr": (0, R, 8), "fq": (1, P, 12), "fq_inline": (2, P, 12)}
@@ -24,7 +25,7 @@ FIELDS = {"fr": (0, R, 8), "fq": (1, P, 12), "fq_inline": (2, P, 12)}
 
 @pytest.fixture(scope="module")
 def sqr_lib(tmp_path_factory):
-    cxx = _compiler()
+    cxx = cxx_compiler()
     if cxx is None:
         pytest.skip("no C++ compiler (c++, g++, clang++ or $CXX) to build the field harness")
     cu = Path(os.environ.get("CUZK_CU_DIR") or CU_DIR).resolve()
@@ -34,7 +35,7 @@ def sqr_lib(tmp_path_factory):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         pytest.fail(f"building the field harness failed (kernel sources {cu}):\n"
-                    f"$ {shlex.join(cmd)}\n{_tail(r.stderr + r.stdout)}", pytrace=False)
+                    f"$ {shlex.join(cmd)}\n{tail_text(r.stderr + r.stdout)}", pytrace=False)
     so = ctypes.CDLL(str(lib))
     u32p = ctypes.POINTER(ctypes.c_uint32)
     so.emu_field_sqr.argtypes = [ctypes.c_int, u32p, u32p, u32p, ctypes.c_size_t]
