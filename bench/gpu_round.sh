@@ -14,6 +14,8 @@
 # Session 12: ldab ncu27 (the scatter's scalars evict-first: −4 ms at 2^27, kept; the applied entry in the lane row: +6 ms,
 #   not kept) / mul2ab (1/d and inv·d as one call of two products: +28 ms at 2^27, removed) ncustall (level 0 is
 #   latency-bound: 2 warps per scheduler) / tests eng27 / ncuntt / occab (cut by the budget while compiling; prepared for the next session)
+# Session 13: occab (late loads and 3 blocks per SM: both lost) / pfab (the next lane prefetched into L1 or L2: lost)
+#   hk27; the three knobs and both steps removed
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -139,21 +141,10 @@ for step in "${@:-all}"; do
             python3 bench/bench_gpu_batch.py --g1 24 --g2 '' --density 0.45 --kind affine --fixed '' --runs 1 >> "$OUT/ncuntt.log" 2>&1
           grep "cuzk_\|Registers Per\|Achieved Active\|Issue Slots Busy\|highest-utilized\|Warp Cycles Per Issued\|stalled\|about .*%\|rror" \
             "$OUT/ncuntt.log" | head -60 ;;
-    occab) # the batch level 0 with more warps per SM (prepared in session 12, not yet run: the device time was spent):
-          # the lane's points loaded where they are used (msm.cuh CUZK_MSM_BATCH_LATE_LOADS: 201 registers, still 2
-          # blocks of 128 per SM), and that with __launch_bounds__(128, 3) (msm.cu CUZK_MSM_BATCH_MIN_BLOCKS=3: 168
-          # registers + a 136-byte stack, 3 blocks), against the tree's kernels (240 registers).  Each variant compiles
-          # its own msm program (~1 min through NVRTC): the timeouts include that.
-          rm -rf /tmp/cu_late /tmp/cu_lb3 && cp -r cuzk/cu /tmp/cu_late \
-            && sed -i '1i #define CUZK_MSM_BATCH_LATE_LOADS 1' /tmp/cu_late/msm/msm.cu \
-            && cp -r /tmp/cu_late /tmp/cu_lb3 && sed -i '1i #define CUZK_MSM_BATCH_MIN_BLOCKS 3' /tmp/cu_lb3/msm/msm.cu
-          for v in base late lb3; do
-            if [ $v = base ]; then unset CUZK_CU_DIR; else export CUZK_CU_DIR=/tmp/cu_$v; fi
-            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 16 --k 4 --runs 3 \
-              2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/occab.log" | grep "^$v g1"
-            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 --no-check \
-              --runs 2 2>&1 | grep "^msm \|^g1 " | sed "s/^/$v /" | tee -a "$OUT/occab.log" | grep "^$v g1"
-          done; unset CUZK_CU_DIR ;;
+    hk27) # the H MSM with more precomputed copies: fewer bucket groups, so c = 22 (12 windows) without c = 22's
+          # 12.6 M buckets of k = 2 (session 10: level 0 no smaller, count + scatter doubled)
+          CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20,22 --k 2,4,6 \
+            --no-check --runs 2 --json "$OUT/hk27.json" 2>&1 | grep "^msm \|^g1 " | tee "$OUT/hk27.log" | grep "^g1 " ;;
     ncu27) # hardware counters of the 2^27 H MSM's scatter passes and batch level 0 (single-pass metrics: no replay)
           timeout ${NCU_TIMEOUT:-240} ncu --clock-control none -k "regex:scatter_g1|sum_points_batch_g1" --launch-count 15 \
             --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \

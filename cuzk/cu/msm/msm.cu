@@ -74,14 +74,8 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 // The batch kernels are left at the compiler's register choice (sm_90: 240 registers, 2 blocks of
 // 128 per SM).  Capped by __launch_bounds__(128, 3) (168 registers + a 280-byte stack, 3 blocks)
 // they were slower on the H200 (session 10: G1 2^24 c = 16 k = 4 118.9 vs 101.7 ms, 2^27 c = 20
-// k = 2 790.6 vs 694.4).
-// CUZK_MSM_BATCH_MIN_BLOCKS (development, with 128 threads per block: bench/gpu_round.sh occab)
-// caps them again, for the A/B with msm.cuh's CUZK_MSM_BATCH_LATE_LOADS.
-#ifdef CUZK_MSM_BATCH_MIN_BLOCKS
-#define CUZK_MSM_BATCH_BOUNDS __launch_bounds__(128, CUZK_MSM_BATCH_MIN_BLOCKS)
-#else
-#define CUZK_MSM_BATCH_BOUNDS
-#endif
+// k = 2 790.6 vs 694.4; session 13, with the lane's points loaded late to fit: 110.9 vs 102.0,
+// 736.5 vs 689.9).
 
 #define CUZK_MSM_GROUP(G)                                                                               \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points, sum_points, G)                                          \
@@ -95,7 +89,7 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
                                                       affine_tree_##G);                                 \
     }                                                                                                   \
     /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2) */          \
-    extern "C" __global__ void CUZK_MSM_BATCH_BOUNDS cuzk_msm_sum_points_batch_##G(                     \
+    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
         G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
         const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
     {                                                                                                   \

@@ -609,10 +609,12 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
 // version spent most of its time waiting (H200, 194 registers, 8 warps per SM: G1 2^27 level 0
 // 675 ms against XYZZ's 692).
 // Session 12 (ncu, G1 2^24): 2 warps per scheduler (240 registers), 28 % of issue slots busy,
-// half of the stall cycles on fixed-latency dependencies: latency-bound.  Development knobs for
-// the prepared A/B with more warps (bench/gpu_round.sh occab; not measured yet):
-// CUZK_MSM_BATCH_LATE_LOADS loads the lane's points where they are used (sm_90: 201 registers),
-// with CUZK_MSM_BATCH_MIN_BLOCKS=3 (msm.cu) 168 registers + a 136-byte stack, 3 blocks per SM.
+// half of the stall cycles on fixed-latency dependencies: latency-bound.  Session 13 (G1 2^24
+// k = 4 / 2^27 k = 2, level 0 ms, against 85.8 / 559.3): the lane's points loaded where used (201
+// registers) 94.4 / 615.6; that capped at 3 blocks per SM (168 registers + a 136-byte stack)
+// 94.7 / 605.8: the early loads are worth more than 50 % more warps.  The next lane's rows and
+// points prefetched (prefetch.global.L1 or .L2, entries two lanes ahead, 241 registers) 89.9 /
+// 584 (not profiled).  All three removed.
 template <class F>
 CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
                                   const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
@@ -661,19 +663,12 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 fl = w.y;
                 a = affine::load(acc + m);                 // stale when the lane is empty: unused
                 pm = load_field(pre + m);
-#ifndef CUZK_MSM_BATCH_LATE_LOADS
                 Pp = affine::load(points + (ep & ~NEG_BIT));
-#endif
             }
-#ifndef CUZK_MSM_BATCH_LATE_LOADS
             if (cur) pxc = load_field(&points[ec & ~NEG_BIT].x);
-#endif
             if (k > 0) {
                 const uint64_t j = base + k - 1;           // apply step k − 1
                 if (fl & (LANE_ADD | LANE_DBL)) {
-#ifdef CUZK_MSM_BATCH_LATE_LOADS
-                    Pp = affine::load(points + (ep & ~NEG_BIT));
-#endif
                     apply_waiting(a, (fl & LANE_DBL) != 0, Pp, (ep & NEG_BIT) != 0, pm, inv);
                     fl = 0;
                 }
@@ -686,9 +681,6 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 }
             }
             // prepare step k (entry base + k, point ec; reached only when it exists)
-#ifdef CUZK_MSM_BATCH_LATE_LOADS
-            pxc = load_field(&points[ec & ~NEG_BIT].x);
-#endif
             const affine* pp = points + (ec & ~NEG_BIT);
             const bool neg = (ec & NEG_BIT) != 0;
             if (fl & LANE_EMPTY) {
