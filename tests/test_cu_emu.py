@@ -541,8 +541,68 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
             time.sleep(0.01)
         used = eng.status()["devices"][0]["budget"]["used"]
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
+        stages = [r for r in eng.timeline.records() if r.kind == "stage"]
+        regions = eng.timeline.kernel_regions()
     want = b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert out == want
+    # the first partition found the device idle: the early plan (interlock.EARLY_PLANS), the
+    # others the mode's plan; every partition has one kernel region
+    heads = [r for r in stages if r.name == "early_head"]
+    assert len(heads) == 1 and heads[0].partition == 0 and "fallback" not in (heads[0].args or {})
+    assert sorted(r.partition for r in stages if r.name == "run") == [1, 2, 3]
+    assert [r.partition for r in stages if r.name == "early_rest"] == [0]
+    assert len(regions[0]) == 4
+
+
+@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
+@pytest.mark.parametrize("refuse", ["first", "second"])
+def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
+    """The early plan's early_head never waits for device bytes: when a reservation it makes
+    does not fit now (injected: the budget refuses it), the partition is aborted, its locks
+    released, and it is proved on the mode's plan with the same bytes; nothing leaks."""
+    import cuzk
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._errors import BudgetError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu")
+    refusals = []
+    real = Budget.reserve
+
+    def reserve(self, nbytes, what="", *, block=True, timeout=None):
+        if not block and "partition" in what:
+            refusals.append(what)
+            if len(refusals) == (1 if refuse == "first" else 2):
+                raise BudgetError(f"{self.name}: injected: {nbytes} bytes do not fit now")
+        return real(self, nbytes, what, block=block, timeout=timeout)
+    monkeypatch.setattr(Budget, "reserve", reserve)
+    rs = [(10 + i, 20 + i) for i in range(2)]
+    with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=1, lock_mode=mode,
+                     stages=lambda i: st, threads=1) as eng:
+        key = eng.load(pk, progress=False)
+        out = eng.submit(key, [asg] * 2, randomizers=rs).result(600)
+        for _ in range(200):
+            if eng.status()["in_flight"] == 0:
+                break
+            time.sleep(0.01)
+        assert eng.status()["devices"][0]["budget"]["used"] == eng.status()["keys"][0]["nbytes"][0]
+        stages = [r for r in eng.timeline.records() if r.kind == "stage"]
+        holds = [r for r in eng.timeline.records() if r.kind == "hold"]
+        assert all(not lk["held"] for lk in eng.status()["devices"][0]["locks"].values())
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    heads = [r for r in stages if r.name == "early_head"]
+    # partition 0 fell back; partition 1 found the device idle again and took the early plan
+    assert [("fallback" in (r.args or {})) for r in heads] == [True, False]
+    assert "injected" in heads[0].args["fallback"]
+    assert [r.partition for r in stages if r.name == "run"] == [0]
+    lock = {"coarse": "device", "narrow": "compute", "two-lock": "compute"}[mode]
+    assert sum(r.name == lock for r in holds) == 3        # early (released), normal, early
 
 
 @pytest.mark.parametrize("nbytes", [8, 92416 + 8, 1 << 20, (1 << 20) + 8 * 7 + 8])

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from cuzk._engine import PLANS, Interlock, PriorityLock
-from cuzk._engine._interlock import gated_plan
+from cuzk._engine._interlock import EARLY_PLANS, gated_plan
 from cuzk._engine._model import explore
 
 ACQ, REL = "acquire", "release"
@@ -34,6 +34,37 @@ def test_gated_plans_deadlock_free(mode, workers, budget, failures):
     res = explore([plan] * workers, budget, units=1, rounds=2, failures=failures)
     assert res.ok, (res.detail, res.deadlock, res.leak)
     assert res.finals >= 1
+
+
+@pytest.mark.parametrize("failures", [False, True])
+@pytest.mark.parametrize("budget", [1, 2, None])
+@pytest.mark.parametrize("early_workers", [1, 2])
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("mode", sorted(EARLY_PLANS))
+def test_early_plans_deadlock_free(mode, gated, early_workers, budget, failures):
+    """The early plans (early_head under every lock of the mode, its reservations never waiting,
+    the fallback to the mode's plan) beside workers on the mode's plan, 3 workers: deadlock-
+    and leak-free.  Every round of an early worker tries the early plan (the engine: only on an
+    idle device), so the model covers more than the engine does; Interlock carries the plan."""
+    normal = gated_plan(PLANS[mode]) if gated else PLANS[mode]
+    assert Interlock(mode, gated=gated).early_plan == EARLY_PLANS[mode]
+    plans = [EARLY_PLANS[mode]] * early_workers + [normal] * (3 - early_workers)
+    fallbacks = [normal] * early_workers + [None] * (3 - early_workers)
+    res = explore(plans, budget, units=1, rounds=2, failures=failures, fallbacks=fallbacks)
+    assert res.ok, (res.detail, res.deadlock, res.leak)
+    assert res.finals >= 1
+
+
+def test_early_plan_that_waits_for_bytes_deadlocks():
+    """Why early_head never waits: the same plan with a reservation that waits (``upload``)
+    deadlocks against a two-lock worker that holds its bytes and waits for the compute lock."""
+    waits = tuple(("stage", "upload") if st == ("stage", "early_head") else st
+                  for st in EARLY_PLANS["two-lock"])
+    res = explore([waits, PLANS["two-lock"]], 1, units=1, rounds=2)
+    assert res.deadlock is not None and "holds ['compute', 'memory']" in res.detail
+    ok = explore([EARLY_PLANS["two-lock"], PLANS["two-lock"]], 1, units=1, rounds=2,
+                 fallbacks=[PLANS["two-lock"], None])
+    assert ok.ok, (ok.detail, ok.deadlock)
 
 
 def test_gate_with_a_reservation_held_deadlocks():

@@ -18,7 +18,7 @@ import time
 
 from .._errors import BudgetError, CudaError, EngineBusy, EngineClosed, EngineError
 from . import _nvtx
-from ._interlock import ACQUIRE, GATE, RELEASE, Interlock, lock_mode_arg
+from ._interlock import ACQUIRE, GATE, RELEASE, STAGE, Interlock, lock_mode_arg
 from ._timeline import Timeline
 
 __all__ = ["Engine", "EngineKey", "JobFuture", "EngineError", "EngineBusy", "EngineClosed",
@@ -52,9 +52,12 @@ def priority_arg(priority):
 #: instead of half of them beside a second worker that the idle GPU cannot serve yet).
 THREAD_SHARES = ("split", "shared", "adaptive")
 #: Host stages for ``adaptive`` (the CPU work of a partition around its kernel region).
-_HOST_STAGES = ("prepare", "upload", "finish")
+_HOST_STAGES = ("prepare", "upload", "finish", "early_head")
 #: The host stages a prepare waits for on an idle device (finish is short and ends a partition).
-_GATED_STAGES = ("prepare", "upload")
+_GATED_STAGES = ("prepare", "upload", "early_head")
+#: The stages that start a kernel region (the early plan's first kernels start inside early_head,
+#: but its region is counted from early_rest: early_head is host work, the gate's business).
+_REGION_STAGES = ("run", "early_rest")
 #: The default policy, here only.  H200 + 16 cores, two-lock, 2 workers, same run: 2^27 10-partition
 #: proof 17.50 s split, 16.47 s adaptive (the first partition prepares and uploads on every
 #: core); 2^24 8 partitions 0.2638 against 0.2646 s/partition (even).  bench/RESULTS.md, session 8.
@@ -293,6 +296,8 @@ class _Device:
         self.failed = None               # the CudaError that quarantined the device
         self.host = 0                    # workers in prepare/upload (thread_share "adaptive")
         self.regions = 0                 # workers in run/sync (their kernel region)
+        self.active = 0                  # partitions between dequeue and their end
+        self.reserving = 0               # partitions from their reservation (upload) to their end
 
 
 class _WorkerState:
@@ -752,12 +757,45 @@ class Engine:
         part = done = proof = None
         stage, holds, seen_timings = None, {}, {}
         t_stage = None
+        reserving = False
+        with self._host_cond:
+            # the early plan (interlock.EARLY_PLANS) for a partition that finds its device idle
+            # (a stage object without early_ready, e.g. a wrapper, never takes it)
+            ready = getattr(st, "early_ready", None)
+            early = (lock.early_plan is not None and dev.active == 0 and ready is not None
+                     and ready(key))
+            dev.active += 1
+        plan = lock.early_plan if early else lock.plan
 
         def record(kind, name, t0, args=None):
             tl.add(kind, name, d, w, job.id, task.index, job.rank, t0, tl.now(), args)
 
+        def fall_back(why):
+            """early_head cannot reserve without waiting: its locks released, the mode's plan."""
+            for name in reversed(lock.held()):
+                lock.release(name)
+                _nvtx.pop()
+                record("hold", name, holds.pop(name, t_deq))
+            record("stage", "early_head", t_stage, {"fallback": why})
+            log.info("engine: job %d partition %d takes the %s plan: %s", job.id, task.index,
+                     self.lock_mode, why)
+
         try:
-            for kind, name in lock.plan:
+            steps, at = plan, 0
+            while at < len(steps):
+                kind, name = steps[at]
+                at += 1
+                if kind == STAGE and name in ("upload", "early_head"):
+                    with self._host_cond:
+                        busy = name == "early_head" and dev.reserving > 0
+                        if not busy and not reserving:
+                            dev.reserving += 1
+                            reserving = True
+                    if busy:
+                        t_stage = tl.now()
+                        fall_back("another partition holds device bytes")
+                        steps, at = lock.plan, 0
+                        continue
                 if kind == ACQUIRE:
                     ws.state = f"waiting {name}"
                     t0 = tl.now()
@@ -780,6 +818,17 @@ class Engine:
                             part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s,
                                               upload=False)
                             part.index = task.index
+                        elif name == "early_head":
+                            try:
+                                part = st.early_head(key, task.asg, ctx, r=task.r, s=task.s,
+                                                     wait=False)
+                            except BudgetError as e:    # aborted: it holds nothing now
+                                fallback = f"{type(e).__name__}: {e}"
+                            else:
+                                part.index = task.index
+                                fallback = None
+                        elif name == "early_rest":
+                            done = st.early_rest(part, verify=self.verify)
                         elif name == "upload":
                             st.upload(part)
                         elif name == "run":
@@ -789,6 +838,11 @@ class Engine:
                         else:
                             args = self._stage_args(name, part, seen_timings)
                             proof = st.finish(part, verify=self.verify)
+                    if name == "early_head" and fallback is not None:
+                        fall_back(fallback)
+                        stage = t_stage = None
+                        steps, at = lock.plan, 0
+                        continue
                     if name != "finish":
                         args = self._stage_args(name, part, seen_timings)
                     else:
@@ -823,6 +877,9 @@ class Engine:
             status = "ok"
         finally:
             ws.state, ws.job, ws.partition = "idle", None, None
+            with self._host_cond:
+                dev.active -= 1
+                dev.reserving -= reserving
         ws.done += 1
         self._partition_done(task, status)
         tl.add("partition", "partition", d, w, job.id, task.index, job.rank, t_deq, tl.now(),
@@ -857,7 +914,7 @@ class Engine:
                 ctx.threads = self.threads if self._host_total == 0 else self.threads_per_worker
                 self._host_total += 1
                 dev.host += gated
-            elif name == "run":
+            elif name in _REGION_STAGES:
                 dev.regions += 1
         ok = False
         try:
@@ -868,7 +925,7 @@ class Engine:
                 if host:
                     dev.host -= gated
                     self._host_total -= 1
-                elif name == "sync" or (name == "run" and not ok):
+                elif name == "sync" or (name in _REGION_STAGES and not ok):
                     dev.regions -= 1     # the region ended (sync), or never began (run failed)
                 self._host_cond.notify_all()
 

@@ -15,6 +15,9 @@ verification, release of the reservation).
 * ``two-lock``: prepare outside; the ``memory`` lock around upload (reservation, allocation,
   upload issue: pre-staging the next partition while another computes), the ``compute`` lock
   around run + sync; order memory -> compute, never nested the other way.
+* ``EARLY_PLANS``: a partition that finds its device idle runs
+  ``early_head`` (upload, the H kernels, prep_msm under them, the second upload) and
+  ``early_rest`` (the other kernels) under its mode's locks instead of prepare/upload/run.
 
 Invariant the model checks: a worker that waits for the budget (inside ``prepare``) holds no
 lock that a reservation holder needs before it can release (the budget wait is in ``upload``;
@@ -30,7 +33,7 @@ import itertools
 import threading
 import time
 
-__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "LOCK_RANK",
+__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "EARLY_PLANS", "LOCK_RANK",
            "lock_mode_arg", "gated_plan", "PriorityLock", "Interlock"]
 
 LOCK_MODES = ("coarse", "narrow", "two-lock")
@@ -39,8 +42,9 @@ ACQUIRE, RELEASE, STAGE = "acquire", "release", "stage"
 #: (``gated_plan``): wait while no kernel region runs on the device and another of its workers is
 #: between this step and the end of its upload.  Holds nothing new.
 GATE = "gate"
-#: Stage calls of one partition, in order (``sync`` is ``run(...).synchronize()``).
-STAGES = ("prepare", "upload", "run", "sync", "finish")
+#: Stage calls of one partition, in order (``sync`` is ``run(...).synchronize()``), then those of
+#: the early plans (``EARLY_PLANS``).
+STAGES = ("prepare", "upload", "run", "sync", "finish", "early_head", "early_rest")
 
 PLANS = {
     "coarse": ((ACQUIRE, "device"), (STAGE, "prepare"), (STAGE, "upload"), (STAGE, "run"),
@@ -51,6 +55,25 @@ PLANS = {
                  (ACQUIRE, "compute"), (STAGE, "run"), (STAGE, "sync"), (RELEASE, "compute"),
                  (STAGE, "finish")),
 }
+
+#: The early plans: the H kernels enqueued before prep_msm (``early_head``: validate, upload a, b,
+#: c, enqueue the H NTT and MSM, prep_msm while they run, upload its output; ``early_rest``: the
+#: remaining kernels), as ``cuzk.prove`` does.  A partition takes one only when it finds its
+#: device with no other partition in flight (the ramp of a job: its first kernel ~0.3 s earlier
+#: at 2^27).  early_head holds the compute lock, so its reservations never wait: when another
+#: partition holds device bytes as it starts, or its bytes do not fit, the worker aborts the
+#: partition, releases its locks and runs the mode's plan from the start (the fallback; the
+#: model explores it).
+EARLY_PLANS = {
+    "coarse": ((ACQUIRE, "device"), (STAGE, "early_head"), (STAGE, "early_rest"), (STAGE, "sync"),
+               (STAGE, "finish"), (RELEASE, "device")),
+    "narrow": ((ACQUIRE, "compute"), (STAGE, "early_head"), (STAGE, "early_rest"), (STAGE, "sync"),
+               (RELEASE, "compute"), (STAGE, "finish")),
+    "two-lock": ((ACQUIRE, "memory"), (ACQUIRE, "compute"), (STAGE, "early_head"),
+                 (RELEASE, "memory"), (STAGE, "early_rest"), (STAGE, "sync"), (RELEASE, "compute"),
+                 (STAGE, "finish")),
+}
+
 
 def gated_plan(plan):
     """``plan`` with ``(GATE, "host")`` inserted right before its prepare."""
@@ -150,6 +173,8 @@ class Interlock:
         self.mode = lock_mode_arg(mode)
         self.name = name
         self.plan = gated_plan(PLANS[self.mode]) if gated else PLANS[self.mode]
+        #: the mode's early plan (``EARLY_PLANS``), or None
+        self.early_plan = EARLY_PLANS.get(self.mode)
         self.locks = {n: PriorityLock(f"{name}/{n}") for k, n in self.plan if k == ACQUIRE}
         self._held = threading.local()
 

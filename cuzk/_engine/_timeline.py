@@ -9,7 +9,8 @@ timeline's origin) of one worker:
 * ``partition``: dequeue to completion (``args["status"]`` = ``ok`` / ``error`` / ``skipped``).
 * ``queued``: submit to dequeue (``worker`` = the worker that took it).
 
-The kernel region of a partition is ``run.start .. sync.end`` (DESIGN §3: enqueue plus the wait
+The kernel region of a partition is ``run.start .. sync.end`` (an early plan's: from the end of its
+early_head's a, b, c upload to sync.end) (DESIGN §3: enqueue plus the wait
 for the last event; on the CPU backend ``run`` computes and ``sync`` returns at once).
 """
 import json
@@ -105,8 +106,8 @@ class Timeline:
 
     # ---- derived -------------------------------------------------------------------------
     def kernel_regions(self, recs=None):
-        """``{device: [(t0, t1, kernel_s), ...]}``: one entry per partition whose run and sync
-        completed.  ``kernel_s`` is the device-measured kernel time when the stage reports one
+        """``{device: [(t0, t1, kernel_s), ...]}``: one entry per partition whose run (or early
+        plan's early_head, from the end of its a, b, c upload) and sync completed.  ``kernel_s`` is the device-measured kernel time when the stage reports one
         (``part.timings["gpu:region"]``, CUDA events, in any stage's timings), else the region's
         host-clock length."""
         recs = self.records() if recs is None else recs
@@ -115,18 +116,21 @@ class Timeline:
             if r.kind != "stage":
                 continue
             k = (r.device, r.job, r.partition)
-            if r.name in ("run", "sync"):
-                (runs if r.name == "run" else syncs)[k] = r
             t = (r.args or {}).get("timings") or {}
+            if r.name in ("run", "sync"):
+                (runs if r.name == "run" else syncs)[k] = r.t0 if r.name == "run" else r
+            elif r.name == "early_head" and "fallback" not in (r.args or {}):
+                # the early plan: the region starts once a, b, c are uploaded (its first kernels)
+                runs[k] = r.t0 + float(t.get("validate", 0.0)) + float(t.get("upload:abc", 0.0))
             for name in KERNEL_TIMINGS:
                 if isinstance(t.get(name), (int, float)):
                     kernel[k] = float(t[name])
         out = defaultdict(list)
-        for k, run in runs.items():
+        for k, t0 in runs.items():
             sync = syncs.get(k)
             if sync is None:
                 continue
-            out[run.device].append((run.t0, sync.t1, kernel.get(k, sync.t1 - run.t0)))
+            out[sync.device].append((t0, sync.t1, kernel.get(k, sync.t1 - t0)))
         return dict(out)
 
     def metrics(self, partitions_per_proof=10):
@@ -259,7 +263,7 @@ class Timeline:
         rows = sorted({(r.device, r.worker) for r in recs})
         ypos = {k: i for i, k in enumerate(rows)}
         colours = {"prepare": "#4e79a7", "upload": "#b07aa1", "run": "#e15759", "sync": "#f28e2b",
-                   "finish": "#59a14f"}
+                   "finish": "#59a14f", "early_head": "#76b7b2", "early_rest": "#e15759"}
         shade = {"device": "#bab0ac", "compute": "#ff9da7", "memory": "#9c755f"}
         fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(1, len(rows))), dpi=100)
         for r in recs:

@@ -27,7 +27,7 @@ from .._errors import ProofVerificationError
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "R_MODULUS",
            "random_scalar", "check_randomizers", "timed", "precompute_arg", "streams_arg",
-           "STREAM_COUNTS", "DEFAULT_STREAMS"]
+           "flag_arg", "STREAM_COUNTS", "DEFAULT_STREAMS"]
 
 # Stage names, in the order a partition's timings list them.
 STAGE_NAMES = ("validate", "prep_msm", "upload", "h", "l", "a", "b_g1", "b_g2", "region",
@@ -70,6 +70,20 @@ def precompute_arg(v):
 
 
 precompute_arg.__name__ = "int or auto"      # parse_stage_options' message: "... is not int or auto"
+
+
+def flag_arg(v):
+    """A boolean stage option (``early_h``): 1/0, true/false, yes/no, on/off (ValueError
+    otherwise)."""
+    t = str(v).strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a flag: {v!r}")
+
+
+flag_arg.__name__ = "0 or 1"      # parse_stage_options' message: "... is not 0 or 1"
 
 
 def random_scalar() -> int:
@@ -234,6 +248,12 @@ class Stages:
     def abort(self, part) -> None:
         """Release everything ``part`` holds after a failure (idempotent)."""
         part.release()
+
+    def early_ready(self, key) -> bool:
+        """Whether partitions of ``key`` can take the early path (``early_head`` +
+        ``early_rest``: the first kernels enqueued before prep_msm; the CUDA backend with a
+        resident key).  The engine asks before it picks a partition's plan."""
+        return False
 
     def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
         """One partition with no lock (``cuzk.prove``): prepare → run → synchronize → finish,

@@ -23,7 +23,9 @@ Data flow of one partition (DESIGN §3):
 instead: a, b, c are uploaded and the row check, H NTT and H MSM enqueued before prep_msm, which
 then runs on the CPU while the GPU computes H; its output is uploaded and the batch additions
 and tail MSMs enqueued after.  The same kernels and result views in the same order: the same
-bytes.  The engine keeps the four calls (its lock brackets ``run``).
+bytes.  The engine keeps the four calls (its lock brackets ``run``), except for a partition that
+finds its device idle: it takes the early path too, as ``early_head`` + ``early_rest`` under its
+lock mode's locks (``_engine._interlock.EARLY_PLANS``).
 """
 from __future__ import annotations
 
@@ -458,10 +460,11 @@ class CudaStages(CpuStages):
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
     early_h : bool
-        ``prove_one`` (``cuzk.prove``) with a resident key: start the row check, H NTT and H MSM
-        before prep_msm, so that they overlap it (the module docstring).  False: prepare / run /
-        finish one after another, as the engine does (an attribute: a benchmark may set it
-        per run to compare the two).
+        With a resident key, start the row check, H NTT and H MSM before prep_msm, so that they
+        overlap it (the module docstring): ``prove_one`` (``cuzk.prove``) always, the engine for
+        a partition that finds its device idle (``_interlock.EARLY_PLANS``).  False: prepare /
+        run / finish one after another (an attribute: a benchmark may set it per run to compare
+        the two; the stage option ``early_h=0``).
     streams : {1, 2}
         Compute streams of a partition's kernel region with a resident key.  1: every kernel
         on the worker's compute stream, one after another.  2: the batch additions and tail
@@ -645,7 +648,7 @@ class CudaStages(CpuStages):
                              for name, _, p in part.plans))
         self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep), outputs=True)
 
-    def _stage_in_abc(self, part):
+    def _stage_in_abc(self, part, wait=True):
         """The early path's first upload (before prep_msm): a, b (c's buffer allocated: H's
         scratch), H's output, the H MSM's scratch; the result slab sized for any plans prep_msm
         can lead to.  Once a is uploaded, the part of H that needs a alone is enqueued
@@ -653,7 +656,7 @@ class CudaStages(CpuStages):
         n = self._begin(part)
         part.plans = [("h", "msm", self._h_plan(part.key, n))]
         self._slab(part, self._result_words_bound(part.key, n))
-        self._stage(part, self._abc_uploads(part), outputs=True,
+        self._stage(part, self._abc_uploads(part), outputs=True, block=wait,
                     after={"a": lambda ev: self._enqueue_h_first(part, ev)})
 
     def _stage_in_prep(self, part):
@@ -662,7 +665,11 @@ class CudaStages(CpuStages):
         the bytes do not fit now): the partition already holds its first one, and threads that
         each held one while waiting for a second could wait for each other forever."""
         part.plans = part.plans[:1] + self._query_plans(part.key, part.prep)
-        self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
+        try:
+            self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
+        except BudgetError as e:
+            e.early_second = True          # prove_one falls back to the normal path on this one
+            raise
 
     @staticmethod
     def _begin(part):
@@ -859,43 +866,77 @@ class CudaStages(CpuStages):
             if i + 1 == len(names) or names[i + 1] != q:
                 bases.done(q)
 
-    def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
-        """One partition with no lock (``cuzk.prove``).  With ``early_h`` and a resident key the
-        H kernels start before prep_msm: validate → reserve + upload a, b, c → enqueue the row
-        check, H NTT and H MSM → prep_msm on the CPU while the GPU runs them → reserve + upload
-        its output → enqueue the batch additions and tail MSMs → synchronize → ``finish``.
-        Same bytes as prepare/run/finish; ``timings["overlap"] = "early"``, ``timings["region"]``
-        the host wall time from the first kernel enqueued to the synchronize (it spans prep_msm
-        and the second upload), ``gpu:prep_wait`` the GPU's wait for them.  Otherwise (a
-        streamed key, ``early_h=False``) ``Stages.prove_one``."""
-        if not self.early_h or key.where != "device":
-            return super().prove_one(key, asg, ctx, r, s, check, verify)
+    def early_ready(self, key):
+        """Whether partitions of ``key`` can take the early path (``early_head``/``early_rest``):
+        ``early_h`` and a resident key."""
+        return self.early_h and key.where == "device"
+
+    def early_head(self, key, asg, ctx, r=None, s=None, check=True, wait=True):
+        """The early path's first half; returns the partition.  validate → reserve + upload a,
+        b, c → enqueue the row check, H NTT and H MSM → prep_msm on the CPU while the GPU runs
+        them → reserve + upload its output.  The second reservation never waits (``BudgetError``
+        when the bytes do not fit now: the partition holds its first one, and the engine holds
+        its compute lock here); ``wait=False``: the first one does not wait either (the engine,
+        which calls this only while no other partition holds device bytes).  The kernel region
+        starts inside this call: the engine holds every lock of its plan around it.  On any
+        error the partition is aborted."""
         r, s = check_randomizers(r, s)
         part = Partition(key, asg, ctx, r, s)
         part.timings["overlap"] = "early"
         try:
             part.lap("validate", self._validate, part, check)
-            part.lap("upload", self._stage_in_abc, part)
+            part.lap("upload", self._stage_in_abc, part, wait)
             part.timings["upload:abc"] = part.timings["upload"]
-            t1 = time.perf_counter()
-            bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
-            self._enqueue_head(part, bases)
+            part.t_region = time.perf_counter()
+            part.bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
+            self._enqueue_head(part, part.bases)
             part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
-            try:
-                part.lap("upload", self._stage_in_prep, part)
-            except BudgetError as e:
-                # the device is full now (other threads' partitions): give everything back and
-                # take the normal path, whose one reservation waits holding nothing
-                self.abort(part)
-                log.info("%s: early H path out of device budget (%s): the partition is proved "
-                         "on the normal path", ctx.name, e)
-                return super().prove_one(key, asg, ctx, r, s, check, verify)
-            done = self._enqueue_rest(part, bases, wait=True)
+            part.lap("upload", self._stage_in_prep, part)
+        except BaseException:
+            self.abort(part)
+            raise
+        return part
+
+    def early_rest(self, part, verify=True):
+        """The early path's second half: enqueue the batch additions and tail MSMs (after the
+        second upload), the row check and (``verify``) the self-check's host preparation beside
+        the kernels; returns the region's last event (as ``run``)."""
+        try:
+            done = self._enqueue_rest(part, part.bases, wait=True)
             self._check_rows(part)
             if verify:
                 self._prepare_verify(part)
+        except BaseException:
+            self.abort(part)
+            raise
+        return done
+
+    def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
+        """One partition with no lock (``cuzk.prove``).  With ``early_h`` and a resident key the
+        H kernels start before prep_msm (``early_head``, ``early_rest``), then synchronize →
+        ``finish``.  Same bytes as prepare/run/finish; ``timings["overlap"] = "early"``,
+        ``timings["region"]`` the host wall time from the first kernel enqueued to the
+        synchronize (it spans prep_msm and the second upload), ``gpu:prep_wait`` the GPU's wait
+        for them.  When the second reservation does not fit (other threads' partitions) the
+        partition is proved on the normal path.  Otherwise (a streamed key, ``early_h=False``)
+        ``Stages.prove_one``."""
+        if not self.early_ready(key):
+            return super().prove_one(key, asg, ctx, r, s, check, verify)
+        r, s = check_randomizers(r, s)
+        try:
+            part = self.early_head(key, asg, ctx, r, s, check)
+        except BudgetError as e:
+            if not getattr(e, "early_second", False):
+                raise
+            # the device is full now (other threads' partitions): everything was given back;
+            # the normal path's one reservation waits holding nothing
+            log.info("%s: early H path out of device budget (%s): the partition is proved "
+                     "on the normal path", ctx.name, e)
+            return super().prove_one(key, asg, ctx, r, s, check, verify)
+        try:
+            done = self.early_rest(part, verify)
             done.synchronize()
-            part.timings["region"] = time.perf_counter() - t1
+            part.timings["region"] = time.perf_counter() - part.t_region
         except BaseException:
             self.abort(part)
             raise
