@@ -543,6 +543,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
         regions = eng.timeline.kernel_regions()
+        metrics = eng.timeline.metrics()
     want = b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert out == want
     # the first partition found the device idle: the early plan (interlock.EARLY_PLANS), the
@@ -552,6 +553,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert sorted(r.partition for r in stages if r.name == "run") == [1, 2, 3]
     assert [r.partition for r in stages if r.name == "early_rest"] == [0]
     assert len(regions[0]) == 4
+    assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
 @pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
@@ -594,6 +596,8 @@ def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
         assert eng.status()["devices"][0]["budget"]["used"] == eng.status()["keys"][0]["nbytes"][0]
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
         holds = [r for r in eng.timeline.records() if r.kind == "hold"]
+        assert (eng.timeline.metrics()["early_partitions"],
+                eng.timeline.metrics()["early_fallbacks"]) == (1, 1)
         assert all(not lk["held"] for lk in eng.status()["devices"][0]["locks"].values())
     assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     heads = [r for r in stages if r.name == "early_head"]

@@ -59,6 +59,26 @@ def test_metrics_exact():
     assert med["run"] == pytest.approx(0.1) and med["prepare.prep_msm"] == pytest.approx(0.004)
     assert m["lock_wait_total_s"]["compute"] == pytest.approx(5 * 0.002)
     assert Timeline().metrics()["partitions_per_s"] == 0.0
+    assert (m["early_partitions"], m["early_fallbacks"]) == (0, 0)
+
+
+def test_early_plan_regions_start_after_the_abc_upload():
+    """An early-plan partition's kernel region starts inside early_head, once validate and the
+    a, b, c upload are done; an early_head that fell back starts none (its run does)."""
+    tl = Timeline()
+    tl.add("partition", "partition", 0, 0, 1, 0, 2, 0.9, 3.0, {"status": "ok"})
+    tl.add("stage", "early_head", 0, 0, 1, 0, 2, 1.0, 1.5,
+           {"timings": {"validate": 0.01, "upload": 0.3, "upload:abc": 0.19, "prep_msm": 0.2}})
+    tl.add("stage", "early_rest", 0, 0, 1, 0, 2, 1.5, 1.6)
+    tl.add("stage", "sync", 0, 0, 1, 0, 2, 1.6, 2.5)
+    tl.add("partition", "partition", 0, 1, 1, 1, 2, 1.0, 4.0, {"status": "ok"})
+    tl.add("stage", "early_head", 0, 1, 1, 1, 2, 1.0, 1.0, {"fallback": "injected"})
+    tl.add("stage", "run", 0, 1, 1, 1, 2, 2.6, 2.7)
+    tl.add("stage", "sync", 0, 1, 1, 1, 2, 2.7, 3.5)
+    regions = tl.kernel_regions()
+    assert [(a, b) for a, b, _ in regions[0]] == [(pytest.approx(1.2), 2.5), (2.6, 3.5)]
+    m = tl.metrics()
+    assert (m["early_partitions"], m["early_fallbacks"]) == (1, 1)
 
 
 @pytest.fixture(scope="module")

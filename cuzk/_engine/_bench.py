@@ -138,7 +138,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "kernel_busy": m["kernel_busy"], "steady_gpu_efficiency": m["steady_gpu_efficiency"],
             "steady_kernel_busy": m["steady_kernel_busy"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
-            "wall_s": m["wall_s"], "verified": bool(ok and m["failed"] == 0),
+            "wall_s": m["wall_s"], "early_partitions": m["early_partitions"],
+            "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
             "sha256": hashlib.sha256(blob).hexdigest(),
             "engine_s": time.perf_counter() - t_start}
 

@@ -149,7 +149,9 @@ class Timeline:
             region and the drain after the last are left out), ``gaps`` (histogram of the idle gaps between
             merged kernel regions, per :data:`GAP_BINS`, plus ``total_s``),
             ``stage_median_s`` (per stage and per ``part.timings`` key), ``lock_wait_median_s``
-            and ``lock_wait_total_s`` per lock.
+            and ``lock_wait_total_s`` per lock, ``early_partitions`` and ``early_fallbacks``
+            (partitions that ran the early plan, and those whose early_head fell back to the
+            mode's plan).
         """
         recs = self.records()
         parts = [r for r in recs if r.kind == "partition"]
@@ -206,6 +208,9 @@ class Timeline:
                 waits[r.name].append(r.duration)
         m["lock_wait_median_s"] = {k: statistics.median(v) for k, v in sorted(waits.items())}
         m["lock_wait_total_s"] = {k: sum(v) for k, v in sorted(waits.items())}
+        heads = [r for r in recs if r.kind == "stage" and r.name == "early_head"]
+        m["early_fallbacks"] = sum(1 for r in heads if "fallback" in (r.args or {}))
+        m["early_partitions"] = len(heads) - m["early_fallbacks"]
         return m
 
     # ---- exports -------------------------------------------------------------------------
