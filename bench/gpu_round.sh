@@ -15,7 +15,7 @@
 #   not kept) / mul2ab (1/d and inv·d as one call of two products: +28 ms at 2^27, removed) ncustall (level 0 is
 #   latency-bound: 2 warps per scheduler) / tests eng27 / ncuntt / occab (cut by the budget while compiling; prepared for the next session)
 # Session 13: occab (late loads and 3 blocks per SM: both lost) / pfab (the next lane prefetched into L1 or L2: lost)
-#   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e
+#   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e; abc27 prepared
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -165,6 +165,12 @@ for step in "${@:-all}"; do
     eng24e) timeout 240 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode coarse,narrow,two-lock \
                 --backend cuda --cache-dir memory --stage-options "early_h=1;early_h=0" --json "$OUT/eng24e.json" 2>&1 \
                 | tee "$OUT/eng24e.log" | tail -16 ;;
+    abc27) # the H MSM's scratch in a, b, c's buffer (abc_scratch, prepared in session 13, emulator-tested) with 4 H copies,
+           # against the default (2 copies, scratch from the pool), 10 partitions each; the JSON's "pools" has each pool's
+           # reserved bytes after the run (the real peak against the budget)
+           timeout 420 python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock --backend cuda \
+                --cache-dir memory --stage-options "precompute=2,h_window=20;precompute=4,h_window=20,abc_scratch=1" \
+                --json "$OUT/abc27.json" 2>&1 | tee "$OUT/abc27.log" | tail -12 ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \

@@ -93,6 +93,63 @@ def test_early_and_normal_paths_same_bytes(fake, monkeypatch, circuit):
     assert [k for k in te if k.startswith("gpu:") and k != "gpu:prep_wait"] == steps
 
 
+@pytest.mark.parametrize("streams", [1, 2])
+def test_abc_scratch_same_bytes_smaller_reservation(fake, monkeypatch, circuit, streams):
+    """``abc_scratch``: a, b, c in one buffer, the H MSM's scratch taken from it after the H NTT
+    (``_Arena``). Early and normal paths give the CPU's bytes; a partition reserves the H MSM's
+    scratch less (the largest of its plans' with one stream, H's share with two); budget and
+    pool are back to the key afterwards."""
+    from cuzk._budget import Budget
+    from cuzk._stages import _cuda as sc
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    reserved, arena = [], []
+    real_reserve, real_alloc = Budget.reserve, sc._Arena.alloc
+
+    def reserve(self, nbytes, what="", **kw):
+        if "partition" in what:
+            reserved[-1] += nbytes
+        return real_reserve(self, nbytes, what, **kw)
+
+    def alloc(self, nbytes, stream=None):
+        arena.append(sc._align(nbytes))
+        return real_alloc(self, nbytes, stream)
+    monkeypatch.setattr(Budget, "reserve", reserve)
+    monkeypatch.setattr(sc._Arena, "alloc", alloc)
+    proofs, totals = {}, {}
+    before = pool_buffers(fake)
+    for abc in (False, True):
+        st = sc.CudaStages(threads=2, b_g2="gpu", precompute=2, streams=streams, abc_scratch=abc)
+        ctx = st.context()
+        key = st.load_key(pk)
+        try:
+            for early in (True, False):
+                st.early_h = early
+                reserved.append(0)
+                proofs[abc, early], _ = st.prove_one(key, asg, ctx, 5, 6, verify=False)
+                totals[abc, early] = reserved[-1]
+                assert ctx.budget.used == key.nbytes
+            n = sc.pow2_at_least(asg.a.shape[0])
+            plan = st._h_plan(key, n)
+        finally:
+            key.release()
+            ctx.close()
+        assert bool(arena) == abc
+    want = cpu_proof(pk, asg, 5, 6)
+    assert all(p == want for p in proofs.values())
+    # at 2^7 the H MSM's scratch (fixed per-bucket arrays) is larger than a, b, c: the arena
+    # holds its first buffers, the pool the rest (at 2^27 the arena holds all 10.1 GiB)
+    in_abc, beyond = sc._abc_split(plan.buffers, 3 * 32 * n)
+    assert in_abc > 0 and beyond > 0 and in_abc + beyond == plan.scratch_bytes
+    for early in (True, False):
+        saved = totals[False, early] - totals[True, early]
+        assert 0 < saved <= in_abc
+        if streams == 2:
+            assert saved == in_abc                        # H's scratch beside the others'
+    assert sum(arena) == 2 * plan.scratch_bytes           # every request seen by the two arenas
+    assert pool_buffers(fake) == before
+
+
 @pytest.mark.parametrize("skewed", [False, True])
 def test_tails_take_the_sampled_balance(fake, monkeypatch, circuit, skewed):
     """The tail MSMs' level 0 is chosen from a sample of their host scalars
@@ -526,3 +583,21 @@ def test_side_stream_launches_and_join(fake, monkeypatch, circuit):
     last_side = lo + max(i for i, s in enumerate(streams) if s is ctx.side) + 1
     joins = [e for s, e in waits if s is ctx.compute and e.recorded[0] is ctx.side]
     assert joins and joins[-1].recorded[1] >= last_side
+
+
+def test_abc_scratch_holds_the_2_27_h_msm():
+    """``abc_scratch`` at 2^27 (132 SMs): the H MSM's whole scratch (k = 2: 10.1 GiB, k = 4: 9.5)
+    fits in a, b, c's 12 GiB, so a partition reserves none beside them, and ``precompute="auto"``
+    keeps its copies with room for two partitions' a, b, c and H output only."""
+    from cuzk import _cuda_msm
+    from cuzk._stages._cuda import _abc_split, auto_h_msm
+    dev = SimpleNamespace(sm_count=132)
+    n = 1 << 27
+    for k in (2, 4):
+        plan = _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=n - 1, k=k, c=20)
+        assert _abc_split(plan.buffers, 3 * 32 * n) == (plan.scratch_bytes, 0)
+    H, part, base = (n - 1) * 96, 4 * n * 32, 50 << 30
+    free = _Free(base + H + 2 * part)
+    assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (2, 20)
+    assert auto_h_msm(n, n - 1, dev, free, base) == (1, None)
+    assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it

@@ -224,7 +224,8 @@ def test_parse_stage_options():
     assert parse_stage_options("") == {}
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
-    assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h"}
+    assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
+                                  "abc_scratch"}
     assert parse_stage_options("streams=2") == {"streams": 2}
     assert parse_stage_options("early_h=0,early-h=yes") == {"early_h": True}
     assert parse_stage_options("early_h=off") == {"early_h": False}

@@ -118,6 +118,9 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             k += n
         proofs = [f.result() for f in futs]
         m = eng.timeline.metrics()
+        # the devices' memory pools after the run (CUDA; their release threshold keeps what the
+        # run's peak made them reserve): the check that the budget's accounting holds
+        pools = [dv.get("pool") for dv in eng.status()["devices"]]
         labels = [d.label for d in eng.devices]
         backend_name = eng.backend
         tpw = eng.threads_per_worker
@@ -138,7 +141,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "kernel_busy": m["kernel_busy"], "steady_gpu_efficiency": m["steady_gpu_efficiency"],
             "steady_kernel_busy": m["steady_kernel_busy"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
-            "wall_s": m["wall_s"], "early_partitions": m["early_partitions"],
+            "wall_s": m["wall_s"], "pools": pools, "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
             "sha256": hashlib.sha256(blob).hexdigest(),
             "engine_s": time.perf_counter() - t_start}

@@ -238,7 +238,8 @@ class ResidentKey:
 
     where = "device"
 
-    def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None):
+    def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
+                 abc_scratch=False):
         from .. import _cuda_msm
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
@@ -251,7 +252,7 @@ class ResidentKey:
         nh = pk.h.shape[0]
         if precompute == "auto":
             base = sum(sizes.values()) + tables
-            precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c)
+            precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c, abc_scratch)
             log.info("resident key 2^%d: H MSM with %d precomputed copies, window %s (precompute "
                      "'auto')", lg, precompute, c if c is not None else "by the cost model")
         self.h_plan_args = {"k": 1, "c": c}
@@ -422,6 +423,52 @@ def _warm_tables(device, lg, stream):
     st.consts(lg, stream)
 
 
+class _Region:
+    """A slice of another device buffer (``ptr``, ``nbytes``); it goes with that buffer, so
+    ``free`` does nothing."""
+
+    __slots__ = ("ptr", "nbytes")
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes = ptr, nbytes
+
+    def free(self, stream=None):
+        return None
+
+
+class _Arena:
+    """The allocator interface of ``enqueue_msm`` (``alloc(nbytes, stream)``, buffers with
+    ``ptr`` and ``free(stream)``) over one device buffer whose contents are dead by then (a, b,
+    c's after the H NTT: ``abc_scratch``): consecutive 256-byte-aligned slices, never reused,
+    freed with the buffer; from the first request that does not fit on, every request goes to
+    ``spill`` (the pool), as ``_abc_split`` counts.  Kernels on the stream order every use."""
+
+    def __init__(self, ptr, nbytes, spill):
+        self.ptr, self.nbytes, self.at, self.spill = ptr, nbytes, 0, spill
+        self.spilling = False
+
+    def alloc(self, nbytes, stream=None):
+        size = _align(nbytes)
+        if self.spilling or self.at + size > self.nbytes:
+            self.spilling = True
+            return self.spill.alloc(nbytes, stream)
+        region = _Region(self.ptr + self.at, nbytes)
+        self.at += size
+        return region
+
+
+def _abc_split(buffers, room):
+    """``(in the arena, beyond it)``: bytes of an MSM plan's ``buffers`` (name, bytes), taken in
+    order (``enqueue_msm`` allocates them so) into ``room`` bytes until one does not fit; that one
+    and the rest go to the pool (``_Arena``)."""
+    at = 0
+    for i, (_, nb) in enumerate(buffers):
+        if at + _align(nb) > room:
+            return at, sum(_align(b) for _, b in buffers[i:])
+        at += _align(nb)
+    return at, 0
+
+
 class _Done:
     """The end of a kernel region: an event on the worker's compute stream."""
 
@@ -465,6 +512,12 @@ class CudaStages(CpuStages):
         a partition that finds its device idle (``_interlock.EARLY_PLANS``).  False: prepare /
         run / finish one after another (an attribute: a benchmark may set it per run to compare
         the two; the stage option ``early_h=0``).
+    abc_scratch : bool
+        a, b and c share one device buffer, and the H MSM takes its scratch from it (a, b, c
+        are dead once the H NTT has run): a partition reserves the larger of the two instead
+        of their sum (2^27: ~17.5 instead of ~27.5 GiB), which leaves room for more
+        precomputed H copies under ``precompute="auto"``.  Emulator-tested, not yet measured
+        on a GPU: off by default.
     streams : {1, 2}
         Compute streams of a partition's kernel region with a resident key.  1: every kernel
         on the worker's compute stream, one after another.  2: the batch additions and tail
@@ -477,10 +530,11 @@ class CudaStages(CpuStages):
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
-                 early_h=True, streams=DEFAULT_STREAMS):
+                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=False):
         super().__init__(threads)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
+        self.abc_scratch = bool(abc_scratch)
         self.streams = streams_arg(streams)
         d = _driver()
         self.device = d.Device.get(device or 0)
@@ -521,7 +575,8 @@ class CudaStages(CpuStages):
         pre = 1 if self.precompute == "auto" and not lasting else self.precompute
         if where != "host":
             try:
-                return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window)
+                return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
+                                   abc_scratch=self.abc_scratch)
             except BudgetError as e:
                 if where == "device":
                     raise
@@ -742,10 +797,14 @@ class CudaStages(CpuStages):
         part.scratch_reserved = max(scratch, part.scratch_reserved)
         self._cut_views(part)
         up = ctx.upload
+        regions = self._abc_regions(part, uploads, up)
         for name, arr, nb in uploads:
             if nb == 0:
                 continue
-            buf = part.dev[name] = timed(tm, "stage:alloc", self.pool.alloc, nb, up)
+            if name in regions:
+                buf = part.dev[name] = regions[name]
+            else:
+                buf = part.dev[name] = timed(tm, "stage:alloc", self.pool.alloc, nb, up)
             if arr is None:
                 continue
             # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b are
@@ -761,6 +820,25 @@ class CudaStages(CpuStages):
                     part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.uploaded = ctx.event(up)
 
+    def _abc_regions(self, part, uploads, stream):
+        """With ``abc_scratch``, when ``uploads`` hold a, b and c: one buffer for the three
+        (``part.dev["abc"]``, allocated on ``stream``) and their regions in it, by name; else
+        {}.  The budget counts the same bytes either way (each is n field elements)."""
+        names = [name for name, _, _ in uploads]
+        if not self.abc_scratch or not {"a", "b", "c"} <= set(names):
+            return {}
+        size = _FR * part.n
+        buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, 3 * size, stream)
+        return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(("c", "a", "b"))}
+
+    def _h_scratch_pool(self, part):
+        """Where the H MSM takes its scratch: a, b, c's buffer as far as it holds it
+        (``abc_scratch``: the H NTT before it on the compute stream is their last use), the pool
+        for the rest."""
+        if "abc" in part.dev:
+            return _Arena(part.dev["abc"].ptr, 3 * _FR * part.n, self.pool)
+        return self.pool
+
     def _concurrent(self, part):
         """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
         a streamed key's two slots are filled in query order for one stream)."""
@@ -773,6 +851,8 @@ class CudaStages(CpuStages):
         sizes = [p.scratch_bytes for _, _, p in part.plans]
         if not sizes:
             return 0
+        if part.plans[0][0] == "h":
+            sizes[0] = _h_scratch_beyond_abc(part.plans[0][2], part.n, self.abc_scratch)
         if self._concurrent(part):
             return sizes[0] + max(sizes[1:], default=0)
         return max(sizes)
@@ -857,7 +937,8 @@ class CudaStages(CpuStages):
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
             elif q == "h":
                 part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self.pool, bases.ptr("h"), dev["h"].ptr, view, scalar_form="montgomery")
+                    plan, s, self._h_scratch_pool(part), bases.ptr("h"), dev["h"].ptr, view,
+                    scalar_form="montgomery")
             else:
                 part.parts[name] = _cuda_msm.enqueue_msm(
                     plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
@@ -1034,11 +1115,12 @@ _AUTO_H = ((1 << 16, 1, None), (1 << 21, 16, 16), (1 << 23, 8, 16), (1 << 25, 4,
            (1 << 27, 2, None), (1 << 64, 2, 20))
 
 
-def auto_h_msm(domain, nh, device, budget, base_bytes, c=None):
+def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
     """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
     (``_AUTO_H``; an explicit ``c`` wins), with k halved (… → 4 → 2 → 1) until the key's
     ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two partitions of
-    this domain in flight (a, b, c, H's output and the H MSM's scratch each)."""
+    this domain in flight (a, b, c, H's output and the H MSM's scratch each; with
+    ``abc_scratch`` only the scratch that a, b, c's buffer cannot hold)."""
     from .. import _cuda_msm
     for limit, k, cw in _AUTO_H:
         if domain < limit:
@@ -1047,7 +1129,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None):
     while k > 1 and nh:
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
         extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
-        per_part = 4 * domain * _FR + plan.scratch_bytes
+        per_part = 4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
         if free is None or base_bytes + extra + 2 * per_part <= free:
             break
         k //= 2
@@ -1070,6 +1152,13 @@ def tail_rows_bound(npoints, group, device):
     cs = range(_cuda_msm.window_bits(1), _cuda_msm.window_bits(max(int(npoints), 1)) + 1)
     return max(_cuda_msm.msm_plan(1, group, device, npoints=npoints, c=c, indexed=True).host_rows
                for c in cs)
+
+
+def _h_scratch_beyond_abc(plan, n, abc_scratch):
+    """The H MSM's scratch bytes that a partition reserves beside a, b, c's buffers: all of them,
+    or with ``abc_scratch`` those that the 3·n field elements of a, b, c cannot hold
+    (``_abc_split``; at 2^27 none: 10.1 GiB in 12)."""
+    return _abc_split(plan.buffers, 3 * n * _FR)[1] if abc_scratch else plan.scratch_bytes
 
 
 def _align(nb, a=256):
