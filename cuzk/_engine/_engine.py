@@ -791,11 +791,6 @@ class Engine:
                         if not busy and not reserving:
                             dev.reserving += 1
                             reserving = True
-                    if busy:
-                        t_stage = tl.now()
-                        fall_back("another partition holds device bytes")
-                        steps, at = lock.plan, 0
-                        continue
                 if kind == ACQUIRE:
                     ws.state = f"waiting {name}"
                     t0 = tl.now()
@@ -819,14 +814,15 @@ class Engine:
                                               upload=False)
                             part.index = task.index
                         elif name == "early_head":
-                            try:
-                                part = st.early_head(key, task.asg, ctx, r=task.r, s=task.s,
-                                                     wait=False)
-                            except BudgetError as e:    # aborted: it holds nothing now
-                                fallback = f"{type(e).__name__}: {e}"
-                            else:
-                                part.index = task.index
-                                fallback = None
+                            fallback = "another partition holds device bytes" if busy else None
+                            if fallback is None:
+                                try:
+                                    part = st.early_head(key, task.asg, ctx, r=task.r, s=task.s,
+                                                         wait=False)
+                                except BudgetError as e:    # aborted: it holds nothing now
+                                    fallback = f"{type(e).__name__}: {e}"
+                                else:
+                                    part.index = task.index
                         elif name == "early_rest":
                             done = st.early_rest(part, verify=self.verify)
                         elif name == "upload":

@@ -33,8 +33,8 @@ import itertools
 import threading
 import time
 
-__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "EARLY_PLANS", "LOCK_RANK",
-           "lock_mode_arg", "gated_plan", "PriorityLock", "Interlock"]
+__all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "EARLY_PLANS",
+           "LOCK_RANK", "lock_mode_arg", "gated_plan", "PriorityLock", "Interlock"]
 
 LOCK_MODES = ("coarse", "narrow", "two-lock")
 ACQUIRE, RELEASE, STAGE = "acquire", "release", "stage"

@@ -9,9 +9,9 @@ timeline's origin) of one worker:
 * ``partition``: dequeue to completion (``args["status"]`` = ``ok`` / ``error`` / ``skipped``).
 * ``queued``: submit to dequeue (``worker`` = the worker that took it).
 
-The kernel region of a partition is ``run.start .. sync.end`` (an early plan's: from the end of its
-early_head's a, b, c upload to sync.end) (DESIGN §3: enqueue plus the wait
-for the last event; on the CPU backend ``run`` computes and ``sync`` returns at once).
+The kernel region of a partition is ``run.start .. sync.end`` (DESIGN §3: enqueue plus the wait
+for the last event; on the CPU backend ``run`` computes and ``sync`` returns at once); an early
+plan's runs from the end of its early_head's a, b, c upload to ``sync.end``.
 """
 import json
 import math
@@ -107,7 +107,8 @@ class Timeline:
     # ---- derived -------------------------------------------------------------------------
     def kernel_regions(self, recs=None):
         """``{device: [(t0, t1, kernel_s), ...]}``: one entry per partition whose run (or early
-        plan's early_head, from the end of its a, b, c upload) and sync completed.  ``kernel_s`` is the device-measured kernel time when the stage reports one
+        plan's early_head, from the end of its a, b, c upload) and sync completed.  ``kernel_s``
+        is the device-measured kernel time when the stage reports one
         (``part.timings["gpu:region"]``, CUDA events, in any stage's timings), else the region's
         host-clock length."""
         recs = self.records() if recs is None else recs
@@ -117,8 +118,10 @@ class Timeline:
                 continue
             k = (r.device, r.job, r.partition)
             t = (r.args or {}).get("timings") or {}
-            if r.name in ("run", "sync"):
-                (runs if r.name == "run" else syncs)[k] = r.t0 if r.name == "run" else r
+            if r.name == "run":
+                runs[k] = r.t0
+            elif r.name == "sync":
+                syncs[k] = r
             elif r.name == "early_head" and "fallback" not in (r.args or {}):
                 # the early plan: the region starts once a, b, c are uploaded (its first kernels)
                 runs[k] = r.t0 + float(t.get("validate", 0.0)) + float(t.get("upload:abc", 0.0))

@@ -73,8 +73,8 @@ precompute_arg.__name__ = "int or auto"      # parse_stage_options' message: "..
 
 
 def flag_arg(v):
-    """A boolean stage option (``early_h``): 1/0, true/false, yes/no, on/off (ValueError
-    otherwise)."""
+    """A boolean stage option (``early_h``, ``abc_scratch``): 1/0, true/false, yes/no, on/off
+    (ValueError otherwise)."""
     t = str(v).strip().lower()
     if t in ("1", "true", "yes", "on"):
         return True

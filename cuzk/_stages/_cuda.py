@@ -720,11 +720,7 @@ class CudaStages(CpuStages):
         the bytes do not fit now): the partition already holds its first one, and threads that
         each held one while waiting for a second could wait for each other forever."""
         part.plans = part.plans[:1] + self._query_plans(part.key, part.prep)
-        try:
-            self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
-        except BudgetError as e:
-            e.early_second = True          # prove_one falls back to the normal path on this one
-            raise
+        self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
 
     @staticmethod
     def _begin(part):
@@ -1007,10 +1003,9 @@ class CudaStages(CpuStages):
         try:
             part = self.early_head(key, asg, ctx, r, s, check)
         except BudgetError as e:
-            if not getattr(e, "early_second", False):
-                raise
-            # the device is full now (other threads' partitions): everything was given back;
-            # the normal path's one reservation waits holding nothing
+            # the second reservation does not fit now (other threads' partitions): everything
+            # was given back; the normal path's one reservation waits holding nothing (and a
+            # partition larger than the whole budget fails there with the same error)
             log.info("%s: early H path out of device budget (%s): the partition is proved "
                      "on the normal path", ctx.name, e)
             return super().prove_one(key, asg, ctx, r, s, check, verify)
