@@ -432,7 +432,7 @@ class _Free:
 
 @pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (16, 16)), (20, (16, 16)),
                                      (21, (8, 16)), (22, (8, 16)), (23, (4, None)), (24, (4, None)),
-                                     (25, (2, None)), (26, (2, None)), (27, (2, 20))])
+                                     (25, (2, None)), (26, (2, None)), (27, (4, 20))])
 def test_auto_h_msm_by_size(lg, want):
     """The measured choice per domain (cuzk/_stages/_cuda.py _AUTO_H) when the budget has room."""
     from cuzk._stages._cuda import auto_h_msm
@@ -460,7 +460,7 @@ def test_auto_h_msm_fits_the_budget():
     assert auto_h_msm(n, n - 1, dev, _Free(base + part), base, c=18) == (1, 18)
     n27 = 1 << 27
     assert auto_h_msm(n27, n27 - 1, dev, _Free(0), 0) == (1, None)
-    assert auto_h_msm(n27, n27 - 1, dev, None, 0, c=16) == (2, 16)
+    assert auto_h_msm(n27, n27 - 1, dev, None, 0, c=16) == (4, 16)
 
 
 def test_cuda_stages_precompute_default_is_auto(fake, monkeypatch, circuit):
@@ -540,14 +540,15 @@ def test_side_stream_launches_and_join(fake, monkeypatch, circuit):
     names, same count); NTTs, the row check and the H MSM on the compute stream, every batch
     addition and tail MSM on the side stream, which first waits for the partition's upload;
     the compute stream then waits for an event recorded on the side stream after its last
-    launch, and the scratch reserved is H's plus the largest other."""
+    launch, and the scratch reserved is H's plus the largest other (H's own buffers, not a, b,
+    c's: ``abc_scratch`` off; test_abc_scratch_same_bytes_smaller_reservation covers it on)."""
     from collections import Counter
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
     pk, asg = circuit
     regions = {}
     for streams in (1, 2):
-        st = CudaStages(threads=2, b_g2="gpu", streams=streams)
+        st = CudaStages(threads=2, b_g2="gpu", streams=streams, abc_scratch=False)
         ctx = st.context()
         key = st.load_key(pk)
         try:
@@ -600,4 +601,9 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     free = _Free(base + H + 2 * part)
     assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (2, 20)
     assert auto_h_msm(n, n - 1, dev, free, base) == (1, None)
+    # room for 4 copies beside two partitions' a, b, c and H output: only with abc_scratch (the
+    # engine's default since session 14); without, the scratch beside them halves k to 2
+    free = _Free(base + 3 * H + 2 * part)
+    assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (4, 20)
+    assert auto_h_msm(n, n - 1, dev, free, base) == (2, 20)
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it

@@ -289,6 +289,22 @@ class TestGpu:
         b.close()
         assert b.closed
 
+    def test_pool_accounting_after_its_stream_closes(self, dev):
+        """A pool buffer freed after its allocation stream closed (a resident key released after
+        its upload stream) lowers the pool's used bytes, as a stream-ordered free does, and its
+        bytes are reusable (the engine's pool-bytes-flat checks read this counter)."""
+        with _driver.MemPool(dev, create=True) as pool:
+            base = pool.used_bytes
+            for _ in range(3):
+                s = _driver.Stream(dev)
+                bufs = [pool.alloc(1 << 22, s) for _ in range(3)]
+                s.close()
+                assert pool.used_bytes >= base + 3 * (1 << 22)
+                for b in bufs:
+                    b.free()
+                assert pool.used_bytes == base
+                assert pool.reserved_bytes >= pool.used_bytes
+
     def test_copies_pinned_and_pageable(self, dev, stream):
         n = 1 << 16
         rng = np.random.default_rng(1)

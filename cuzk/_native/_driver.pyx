@@ -769,6 +769,7 @@ cdef class DeviceBuffer(_Closable):
         cdef cydriver.CUdeviceptr p = self._ptr
         cdef cydriver.CUstream s = self._sh
         cdef bint sync = not self._async
+        cdef bint wait = False
         if p == 0:
             return 0
         # Claim the pointer under the GIL first: a second free() sees 0.
@@ -777,8 +778,12 @@ cdef class DeviceBuffer(_Closable):
             if stream is not None:
                 stream_handle(stream, &s)
             elif self._stream is not None and (<Stream>self._stream)._h == NULL:
-                # Allocation stream closed (close() synchronized it): free now.
-                sync = True
+                # Allocation stream closed (close() synchronized it): free now, stream-ordered
+                # on this thread's default stream and waited for (cuMemFree's ordering).
+                # cuMemFree itself returns pool memory without lowering the pool's
+                # USED_MEM_CURRENT on the H200's driver (bench/RESULTS.md, session 14).
+                s = <cydriver.CUstream>cydriver.CU_STREAM_PER_THREAD
+                wait = True
         self._stream = None
         with nogil:
             set_context(self._ctx)
@@ -786,6 +791,8 @@ cdef class DeviceBuffer(_Closable):
                 check(cydriver.cuMemFree(p), "cuMemFree")
             else:
                 check(cydriver.cuMemFreeAsync(p, s), "cuMemFreeAsync")
+                if wait:
+                    check(cydriver.cuStreamSynchronize(s), "cuStreamSynchronize")
         return 0
 
     def free(self, stream=None):

@@ -516,8 +516,10 @@ class CudaStages(CpuStages):
         a, b and c share one device buffer, and the H MSM takes its scratch from it (a, b, c
         are dead once the H NTT has run): a partition reserves the larger of the two instead
         of their sum (2^27: ~17.5 instead of ~27.5 GiB), which leaves room for more
-        precomputed H copies under ``precompute="auto"``.  Emulator-tested, not yet measured
-        on a GPU: off by default.
+        precomputed H copies under ``precompute="auto"`` (2^27: 4 instead of 2 beside two
+        partitions; the 10-partition proof 12.70 -> 12.53 s on the H200, bench/RESULTS.md,
+        session 14).  The same bytes either way; False: separate buffers (the stage option
+        ``abc_scratch=0``).
     streams : {1, 2}
         Compute streams of a partition's kernel region with a resident key.  1: every kernel
         on the worker's compute stream, one after another.  2: the batch additions and tail
@@ -530,7 +532,7 @@ class CudaStages(CpuStages):
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
-                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=False):
+                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True):
         super().__init__(threads)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
@@ -1104,10 +1106,13 @@ class CudaStages(CpuStages):
 # k = 4 / 8 / 16: 2^20 11.19 / 10.20 / 9.26 (k = 1: 13.74); 2^22 33.27 / 31.99 / 32.01; 2^24
 # 122.33 / 122.37 / 123.14 (the least memory among equals: 4).  Session 4: 2^26 best k = 2, c = 16
 # (505.7; c = 20: 522.0); 2^27 best k = 2, c = 20 (977.7; c = 16: 1000.9, k = 1: 1039.7; 826.6 in
-# session 8); k = 4 at 2^26+ not timed (48 GiB at 2^27).  Below 2^16 no copies (~1 ms MSMs).
-# k copies of a 2^d-point H cost (k − 1)·2^d·96 bytes: 1.4 GiB at 2^20 with 16, 2.6 GiB at 2^22.
+# session 8).  Session 13, 2^27, c = 20: k = 2 / 4 / 6 689.4 / 667.8 / 659.6 (4 and 6 fit beside
+# two partitions only with ``abc_scratch``); session 14, the 10-partition proof with k = 4 and
+# ``abc_scratch`` 12.53 s against 12.70 with k = 2 (same run).  Below 2^16 no copies (~1 ms MSMs).
+# k copies of a 2^d-point H cost (k − 1)·2^d·96 bytes: 1.4 GiB at 2^20 with 16, 2.6 GiB at 2^22,
+# 36 GiB at 2^27 with 4 (the budget halves k where that leaves no room for two partitions).
 _AUTO_H = ((1 << 16, 1, None), (1 << 21, 16, 16), (1 << 23, 8, 16), (1 << 25, 4, None),
-           (1 << 27, 2, None), (1 << 64, 2, 20))
+           (1 << 27, 2, None), (1 << 64, 4, 20))
 
 
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
