@@ -181,6 +181,10 @@ for step in "${@:-all}"; do
                --segment $5 --balance batch "${@:6}" 2>&1 | grep "^msm \|^g1 \|mismatch\|rror" | tee -a "$OUT/segab.log" \
                | grep "^g1 \|mismatch\|rror"
            done ;;
+    tailc) # the tails' window with the batch level 0 (uniform full values, k = 1): c = 16 was chosen with the bucket
+           # level 0, whose count and sums grow past 16 bits; batch's level 0 scales with the entries (windows)
+           CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 23,24 --g2 '' --kinds uniform --c 16,18,20 --k 1 \
+             --balance batch --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | tee "$OUT/tailc.log" | grep "^g1 \|rror" ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \
