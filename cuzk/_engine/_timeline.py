@@ -271,7 +271,7 @@ class Timeline:
         rows = sorted({(r.device, r.worker) for r in recs})
         ypos = {k: i for i, k in enumerate(rows)}
         colours = {"prepare": "#4e79a7", "upload": "#b07aa1", "run": "#e15759", "sync": "#f28e2b",
-                   "finish": "#59a14f", "early_head": "#76b7b2", "early_rest": "#e15759"}
+                   "finish": "#59a14f", "early_head": "#76b7b2", "early_rest": "#9c2f2f"}
         shade = {"device": "#bab0ac", "compute": "#ff9da7", "memory": "#9c755f"}
         fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(1, len(rows))), dpi=100)
         for r in recs:
@@ -294,14 +294,15 @@ class Timeline:
                     if any(r.kind == "hold" and r.name == n for r in recs)]
         handles.append(Patch(facecolor="none", edgecolor="#555555", hatch="///",
                              label="lock wait"))
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.25),
-                  ncol=min(len(handles), 8), fontsize=8, frameon=False)
+        # right of the axes, one column: below them it met the x label whatever the row count
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1,
+                  fontsize=8, frameon=False)
         if title:
             ax.set_title(title)
         fig.tight_layout()
         from .._io import atomic_write
         try:
-            atomic_write(path, lambda f: fig.savefig(f, format="png"))
+            atomic_write(path, lambda f: fig.savefig(f, format="png", bbox_inches="tight"))
         finally:
             plt.close(fig)
         return path
