@@ -14,7 +14,6 @@ import random
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest

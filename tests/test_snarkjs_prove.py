@@ -4,7 +4,6 @@ fixed (r, s), and accepted by ``snarkjs groth16 verify`` (skipped when node/snar
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import shutil
 import subprocess

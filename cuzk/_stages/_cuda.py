@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from .._cuda_pending import XYZZ_WORDS, ReadyPoint
+from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
 from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, precompute_arg,
                     streams_arg, timed)
