@@ -17,7 +17,7 @@
 # Session 13: occab (late loads and 3 blocks per SM: both lost) / pfab (the next lane prefetched into L1 or L2: lost)
 #   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e; abc27 prepared
 # Session 14: tests abc27 / tests eng27 ("early_h=1;abc_scratch=0": the new defaults against abc_scratch off) / segab /
-#   tailc eng27 (every mode x 1-2 workers, traces)
+#   tailc eng27 (every mode x 1-2 workers, traces); inlab prepared (the batch level 0 with inlined Fq products)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -186,6 +186,18 @@ for step in "${@:-all}"; do
            # level 0, whose count and sums grow past 16 bits; batch's level 0 scales with the entries (windows)
            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 23,24 --g2 '' --kinds uniform --c 16,18,20 --k 1 \
              --balance batch --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | tee "$OUT/tailc.log" | grep "^g1 \|rror" ;;
+    inlab) # A/B in one call: the G1 batch level 0 with Fq products inlined (CUZK_MSM_BATCH_INLINE, a copy of cuzk/cu)
+           # against the calls (sm_90 SASS offline: 230 against 240 registers, ~300 fewer IMAD-pipe moves in the kernel body)
+           rm -rf /tmp/cu_inl && cp -r cuzk/cu /tmp/cu_inl && sed -i '1i #define CUZK_MSM_BATCH_INLINE 1' /tmp/cu_inl/msm/msm.cu
+           for r in 1 2; do for v in call inl; do                 # round 2 (drift check) without the CPU comparison
+             if [ $v = inl ]; then export CUZK_CU_DIR=/tmp/cu_inl; else unset CUZK_CU_DIR; fi
+             chk=""; [ $r = 2 ] && chk=--no-check
+             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c 16 --k 4 \
+               --balance batch --runs 5 $chk 2>&1 | grep "^msm \|^g1 \|rror" | sed "s/^/$v /" | tee -a "$OUT/inlab.log" | grep "^$v g1 \|rror"
+             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4 \
+               --balance batch --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | sed "s/^/$v /" | tee -a "$OUT/inlab.log" \
+               | grep "^$v g1 \|rror"
+           done; done; unset CUZK_CU_DIR ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \

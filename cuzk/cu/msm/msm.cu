@@ -77,6 +77,31 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 // k = 2 790.6 vs 694.4; session 13, with the lane's points loaded late to fit: 110.9 vs 102.0,
 // 736.5 vs 689.9).
 
+/* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2); F: the field
+   type the kernel computes in (the same bytes as the group's: only its products may differ) */
+#define CUZK_MSM_BATCH_KERNEL(G, F)                                                                     \
+    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
+        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
+        const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
+    {                                                                                                   \
+        typedef affine_t<F> A;                                                                          \
+        A* acc = reinterpret_cast<A*>(lanes);                                                           \
+        F* pre = reinterpret_cast<F*>(acc + cap);                                                       \
+        msm::sum_points_batch(reinterpret_cast<xyzz_t<F>*>(out), seg, off, entries,                     \
+                              reinterpret_cast<const A*>(points), nb, S, acc, pre,                      \
+                              reinterpret_cast<uint2*>(pre + cap));                                     \
+    }
+
+// CUZK_MSM_BATCH_INLINE (an A/B, off by default): the G1 batch level 0 computes with Fq products
+// inlined (mont_t<fq_params_t>, the same bytes as fq_t, whose products are calls), so that ptxas
+// may schedule the independent products of a lane step together.  Everything else unchanged.
+#ifdef CUZK_MSM_BATCH_INLINE
+#define CUZK_MSM_BATCH_FIELD_g1 mont_t<fq_params_t>
+#else
+#define CUZK_MSM_BATCH_FIELD_g1 fq_t
+#endif
+#define CUZK_MSM_BATCH_FIELD_g2 fq2_t
+
 #define CUZK_MSM_GROUP(G)                                                                               \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points, sum_points, G)                                          \
     CUZK_MSM_POINTS_KERNEL(cuzk_msm_sum_points_flat, sum_points_flat, G)                                \
@@ -88,16 +113,7 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
         msm::sum_points_affine<CUZK_MSM_AFFINE_LANES>(out, seg, off, entries, points, nb, S,            \
                                                       affine_tree_##G);                                 \
     }                                                                                                   \
-    /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2) */          \
-    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
-        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
-        const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
-    {                                                                                                   \
-        typedef decltype(G##_affine_t::x) F;                                                            \
-        F* pre = reinterpret_cast<F*>(lanes + cap);                                                     \
-        msm::sum_points_batch(out, seg, off, entries, points, nb, S, lanes, pre,                        \
-                              reinterpret_cast<uint2*>(pre + cap));                                     \
-    }                                                                                                   \
+    CUZK_MSM_BATCH_KERNEL(G, CUZK_MSM_BATCH_FIELD_##G)                                                  \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \
                                                          uint32_t nb, uint32_t S)                       \
