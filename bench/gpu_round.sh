@@ -17,7 +17,8 @@
 # Session 13: occab (late loads and 3 blocks per SM: both lost) / pfab (the next lane prefetched into L1 or L2: lost)
 #   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e; abc27 prepared
 # Session 14: tests abc27 / tests eng27 ("early_h=1;abc_scratch=0": the new defaults against abc_scratch off) / segab /
-#   tailc eng27 (every mode x 1-2 workers, traces); inlab prepared (the batch level 0 with inlined Fq products)
+#   tailc eng27 (every mode x 1-2 workers, traces); segab and tailc refuted, both steps removed; inlab prepared (the
+#   batch level 0 with inlined Fq products)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -173,19 +174,6 @@ for step in "${@:-all}"; do
            timeout 420 python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock --backend cuda \
                 --cache-dir memory --stage-options "precompute=2,h_window=20;precompute=4,h_window=20,abc_scratch=1" \
                 --json "$OUT/abc27.json" 2>&1 | tee "$OUT/abc27.log" | tail -12 ;;
-    segab) # entries per chunk S of the batch level 0: a smaller S gives each thread more lanes per sweep, so its one
-           # inversion per sweep is shared by more additions, and the levels more pieces to sum (S was tuned for "flat")
-           for spec in "24 uniform,bits90 16 4 32,64,128 --runs 3" "23,24 uniform 16 1 32,64 --no-check --runs 3" \
-                       "27 uniform 20 4 128,256 --no-check --runs 3"; do
-             set -- $spec
-             CUZK_MSM_PROFILE=1 timeout 240 python3 bench/bench_gpu_msm.py --g1 $1 --g2 '' --kinds $2 --c $3 --k $4 \
-               --segment $5 --balance batch "${@:6}" 2>&1 | grep "^msm \|^g1 \|mismatch\|rror" | tee -a "$OUT/segab.log" \
-               | grep "^g1 \|mismatch\|rror"
-           done ;;
-    tailc) # the tails' window with the batch level 0 (uniform full values, k = 1): c = 16 was chosen with the bucket
-           # level 0, whose count and sums grow past 16 bits; batch's level 0 scales with the entries (windows)
-           CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 23,24 --g2 '' --kinds uniform --c 16,18,20 --k 1 \
-             --balance batch --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | tee "$OUT/tailc.log" | grep "^g1 \|rror" ;;
     inlab) # A/B in one call: the G1 batch level 0 with Fq products inlined (CUZK_MSM_BATCH_INLINE, a copy of cuzk/cu)
            # against the calls (sm_90 SASS offline: 230 against 240 registers, ~300 fewer IMAD-pipe moves in the kernel body)
            rm -rf /tmp/cu_inl && cp -r cuzk/cu /tmp/cu_inl && sed -i '1i #define CUZK_MSM_BATCH_INLINE 1' /tmp/cu_inl/msm/msm.cu
