@@ -17,8 +17,8 @@
 # Session 13: occab (late loads and 3 blocks per SM: both lost) / pfab (the next lane prefetched into L1 or L2: lost)
 #   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e; abc27 prepared
 # Session 14: tests abc27 / tests eng27 ("early_h=1;abc_scratch=0": the new defaults against abc_scratch off) / segab /
-#   tailc eng27 (every mode x 1-2 workers, traces); segab and tailc refuted, both steps removed; inlab prepared (the
-#   batch level 0 with inlined Fq products)
+#   tailc eng27 (every mode x 1-2 workers, traces); segab and tailc refuted, both steps removed; session 15:
+#   inlab (the batch level 0 with inlined Fq products) refuted and removed
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -174,18 +174,6 @@ for step in "${@:-all}"; do
            timeout 420 python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock --backend cuda \
                 --cache-dir memory --stage-options "precompute=2,h_window=20;precompute=4,h_window=20,abc_scratch=1" \
                 --json "$OUT/abc27.json" 2>&1 | tee "$OUT/abc27.log" | tail -12 ;;
-    inlab) # A/B in one call: the G1 batch level 0 with Fq products inlined (CUZK_MSM_BATCH_INLINE, a copy of cuzk/cu)
-           # against the calls (sm_90 SASS offline: 230 against 240 registers, ~300 fewer IMAD-pipe moves in the kernel body)
-           rm -rf /tmp/cu_inl && cp -r cuzk/cu /tmp/cu_inl && sed -i '1i #define CUZK_MSM_BATCH_INLINE 1' /tmp/cu_inl/msm/msm.cu
-           for r in 1 2; do for v in call inl; do                 # round 2 (drift check) without the CPU comparison
-             if [ $v = inl ]; then export CUZK_CU_DIR=/tmp/cu_inl; else unset CUZK_CU_DIR; fi
-             chk=""; [ $r = 2 ] && chk=--no-check
-             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c 16 --k 4 \
-               --balance batch --runs 5 $chk 2>&1 | grep "^msm \|^g1 \|rror" | sed "s/^/$v /" | tee -a "$OUT/inlab.log" | grep "^$v g1 \|rror"
-             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4 \
-               --balance batch --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | sed "s/^/$v /" | tee -a "$OUT/inlab.log" \
-               | grep "^$v g1 \|rror"
-           done; done; unset CUZK_CU_DIR ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \

@@ -607,3 +607,31 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (4, 20)
     assert auto_h_msm(n, n - 1, dev, free, base) == (2, 20)
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
+
+
+def test_bench_single_paths(fake, monkeypatch, circuit):
+    """``cuzk bench --single`` on the CUDA backend: cuzk.prove's one-call key on the early and the
+    normal path, then cuzk.Prover's lasting key on the early path; every row verified, the same
+    bytes as the CPU backend's for the bench's randomizers, the key released after each use."""
+    from cuzk._engine._bench import _randomizers, bench_single
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr("cuzk._backend.resolve_backend", lambda b: b)
+    pk, asg = circuit
+    loads = []
+    real = CudaStages.load_key
+
+    def spy(self, pk, *a, **kw):
+        loads.append((self, kw.get("lasting", True)))
+        return real(self, pk, *a, **kw)
+
+    monkeypatch.setattr(CudaStages, "load_key", spy)
+    before = pool_buffers(fake)
+    rows = bench_single(7, 1, backend="cuda", threads=2, quiet=True, circuit=(pk, asg, None))
+    assert [r["path"] for r in rows] == ["early", "normal", "prover"]
+    assert [lasting for _, lasting in loads] == [False, True]
+    assert all(r["verified"] and r["runs"] == 1 and r["backend"] == "cuda" for r in rows)
+    rs = _randomizers(7, 0, 1)
+    want = __import__("hashlib").sha256(b"".join(cpu_proof(pk, asg, r, s) for r, s in rs)).hexdigest()
+    assert {r["sha256"] for r in rows} == {want}
+    assert device_budget(loads[0][0].device).used == 0 and pool_buffers(fake) == before

@@ -253,66 +253,77 @@ class RssPeak:
 
 def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, quiet=False,
                  stage_options=None, circuit=None, tag_extra=""):
-    """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove``: one worker, no
-    engine, no lock), after one untimed warm-up, on the engine bench's inputs and randomizers.
-    CUDA: once with the early H overlap (``early_h``, the default) and once without.
+    """``runs`` partitions through ``Stages.prove_one`` (the path of ``cuzk.prove`` and
+    ``cuzk.Prover.prove``: one worker, no engine, no lock), after one untimed warm-up, on the
+    engine bench's inputs and randomizers.  CUDA: the key as ``cuzk.prove`` loads it (one call:
+    no precomputed H copies) with the early H overlap (``early_h``, the default) and without,
+    then the key as ``cuzk.Prover`` keeps it (``lasting``: the copies of ``precompute="auto"``,
+    built once at load) on the early path.
 
     Returns
     -------
     list of dict
-        One row per path ("early", "normal"; the CPU backend: "cpu"): ``wall_median_s`` (host
+        One row per path ("early", "normal", "prover"; the CPU backend: "cpu"): ``wall_median_s`` (host
         wall of a whole ``prove_one``), ``stage_median_s`` (its timings), ``verified``,
         ``sha256`` (equal across the paths: same randomizers).
     """
-    from statistics import median
     from .._stages import stages_for
     pk, asg, _ = _circuit(log_n, seed, cache, threads, quiet, circuit)
     rs = _randomizers(log_n, seed, max(1, runs))
     st = stages_for(backend, threads, **(stage_options or {}))
     ctx = st.context(threads=threads)
     rows = []
+    # (path, lasting key, early_h): cuzk.prove's one-call key on both CUDA paths, then
+    # cuzk.Prover's lasting one (one key resident at a time: a 2^27 key is 44 GiB, its copies more)
+    paths = ([("early", False, True), ("normal", False, False), ("prover", True, True)]
+             if hasattr(st, "early_h") else [("cpu", False, None)])
     try:
-        key = st.load_key(pk, lasting=False)        # as cuzk.prove loads it
-        try:
-            for early in ((True, False) if hasattr(st, "early_h") else (None,)):
-                if early is not None:
-                    st.early_h = early
-                path = "cpu" if early is None else ("early" if early else "normal")
-                if not quiet:
-                    print(f"  single-lg{log_n}-{path}{tag_extra}: {runs} partitions ...",
-                          file=sys.stderr)
-                st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
-                walls, times, proofs, extras = [], {}, [], []
-                for r, s in rs[:runs]:
-                    t0 = time.perf_counter()
-                    with RssPeak() as peak:
-                        proof, t = st.prove_one(key, asg, ctx, r, s, verify=True)
-                    walls.append(time.perf_counter() - t0)
-                    extras.append(peak.extra)
-                    proofs.append(proof)
-                    for k, v in t.items():
-                        if isinstance(v, float):
-                            times.setdefault(k, []).append(v)
-                if not quiet:
-                    print(f"  single-lg{log_n}-{path}{tag_extra}: wall {median(walls):.3f} s",
-                          file=sys.stderr)
-                staging = getattr(getattr(ctx, "staging", None), "allocated", 0)
-                rows.append({"path": path, "log_n": log_n, "runs": runs, "backend": st.name,
-                             "device": st.device_label, "wall_median_s": median(walls),
-                             # host bytes a partition adds beyond its inputs: the RSS peak of
-                             # the call over its start, plus the context's pinned staging
-                             # (allocated once by the warm-up, so already in the start's RSS)
-                             "host_extra_bytes": (None if None in extras else int(median(extras))),
-                             "host_staging_bytes": int(staging),
-                             "stage_median_s": {k: median(v) for k, v in times.items()},
-                             "verified": True,       # prove_one(verify=True) raised otherwise
-                             "sha256": hashlib.sha256(b"".join(proofs)).hexdigest(),
-                             "stage_options": dict(stage_options or {})})
-        finally:
-            key.release()
+        for lasting in dict.fromkeys(p[1] for p in paths):
+            key = st.load_key(pk, lasting=lasting)
+            try:
+                for path, _, early in (p for p in paths if p[1] == lasting):
+                    if early is not None:
+                        st.early_h = early
+                    rows.append(_single_row(st, key, asg, ctx, rs[:runs], log_n, path, quiet,
+                                            tag_extra, stage_options))
+            finally:
+                key.release()
     finally:
         ctx.close()
     return rows
+
+
+def _single_row(st, key, asg, ctx, rs, log_n, path, quiet, tag_extra, stage_options):
+    """One ``bench_single`` row: a warm-up, then one ``prove_one`` per (r, s) of ``rs``."""
+    from statistics import median
+    if not quiet:
+        print(f"  single-lg{log_n}-{path}{tag_extra}: {len(rs)} partitions ...", file=sys.stderr)
+    st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
+    walls, times, proofs, extras = [], {}, [], []
+    for r, s in rs:
+        t0 = time.perf_counter()
+        with RssPeak() as peak:
+            proof, t = st.prove_one(key, asg, ctx, r, s, verify=True)
+        walls.append(time.perf_counter() - t0)
+        extras.append(peak.extra)
+        proofs.append(proof)
+        for k, v in t.items():
+            if isinstance(v, float):
+                times.setdefault(k, []).append(v)
+    if not quiet:
+        print(f"  single-lg{log_n}-{path}{tag_extra}: wall {median(walls):.3f} s", file=sys.stderr)
+    staging = getattr(getattr(ctx, "staging", None), "allocated", 0)
+    return {"path": path, "log_n": log_n, "runs": len(rs), "backend": st.name,
+            "device": st.device_label, "wall_median_s": median(walls),
+            # host bytes a partition adds beyond its inputs: the RSS peak of the call over its
+            # start, plus the context's pinned staging (allocated once by the warm-up, so
+            # already in the start's RSS)
+            "host_extra_bytes": (None if None in extras else int(median(extras))),
+            "host_staging_bytes": int(staging),
+            "stage_median_s": {k: median(v) for k, v in times.items()},
+            "verified": True,       # prove_one(verify=True) raised otherwise
+            "sha256": hashlib.sha256(b"".join(proofs)).hexdigest(),
+            "stage_options": dict(stage_options or {})}
 
 
 def format_single_table(rows):

@@ -92,14 +92,10 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
                               reinterpret_cast<uint2*>(pre + cap));                                     \
     }
 
-// CUZK_MSM_BATCH_INLINE (an A/B, off by default): the G1 batch level 0 computes with Fq products
-// inlined (mont_t<fq_params_t>, the same bytes as fq_t, whose products are calls), so that ptxas
-// may schedule the independent products of a lane step together.  Everything else unchanged.
-#ifdef CUZK_MSM_BATCH_INLINE
-#define CUZK_MSM_BATCH_FIELD_g1 mont_t<fq_params_t>
-#else
+// The field each group's batch kernel computes in.  G1 with the Fq products inlined
+// (mont_t<fq_params_t>, the same bytes as fq_t) was slower on the H200 (session 15: level 0
+// 552 → 615 ms at 2^27, 86 → 95 ms at 2^24; 230 registers, a larger body): fq_t's calls stay.
 #define CUZK_MSM_BATCH_FIELD_g1 fq_t
-#endif
 #define CUZK_MSM_BATCH_FIELD_g2 fq2_t
 
 #define CUZK_MSM_GROUP(G)                                                                               \
