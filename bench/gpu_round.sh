@@ -18,7 +18,8 @@
 #   hk27; the three knobs and both steps removed / eng27 (early_h=1;early_h=0) / tests / eng24e; abc27 prepared
 # Session 14: tests abc27 / tests eng27 ("early_h=1;abc_scratch=0": the new defaults against abc_scratch off) / segab /
 #   tailc eng27 (every mode x 1-2 workers, traces); segab and tailc refuted, both steps removed; session 15:
-#   inlab (the batch level 0 with inlined Fq products) refuted and removed
+#   inlab (the batch level 0 with inlined Fq products) refuted and removed / eng27 (streams=1;streams=2 --single 3:
+#   streams=2 adopted) / tests str24 / soak16 eng24all
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -176,6 +177,12 @@ for step in "${@:-all}"; do
                 --json "$OUT/abc27.json" 2>&1 | tee "$OUT/abc27.log" | tail -12 ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
+    str24) timeout 240 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
+                --stage-options "streams=1;streams=2" --single 3 --backend cuda --cache-dir memory \
+                --json "$OUT/str24.json" 2>&1 | tee "$OUT/str24.log" | tail -16 ;;
+    eng24all) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 1,2,3,4 \
+                --lock-mode coarse,narrow,two-lock --backend cuda --cache-dir memory --json "$OUT/eng24all.json" 2>&1 \
+                | tee "$OUT/eng24all.log" | tail -16 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \
                 --backend cuda --json "$OUT/eng24n.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -6 ;;
     eng24w1) timeout 80 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 1 --lock-mode coarse \

@@ -472,9 +472,9 @@ def _parser():
     e.add_argument("--stage-options", default=None, metavar="K=V[,K=V...][;K=V...]",
                    help="CUDA stage options of every worker: precompute=K|auto (copies of the H "
                         "bases; default auto: measured best per size), h_window=C (the H MSM's "
-                        "window), b_g2=gpu|cpu, streams=1|2 (batch additions and tails beside "
-                        "H on a second stream); several sets separated by ';' are benched in "
-                        "turn on the same inputs")
+                        "window), b_g2=gpu|cpu, streams=1|2 (default 2: batch additions and "
+                        "tails beside H on a second stream); several sets separated by ';' are "
+                        "benched in turn on the same inputs")
     e.add_argument("--single", type=int, default=None, metavar="N",
                    help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
                         "worker, no engine), CUDA: with and without the early H overlap")
