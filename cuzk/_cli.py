@@ -477,7 +477,8 @@ def _parser():
                         "benched in turn on the same inputs")
     e.add_argument("--single", type=int, default=None, metavar="N",
                    help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
-                        "worker, no engine), CUDA: with and without the early H overlap")
+                        "worker, no engine), CUDA: its one-call key with and without the early H "
+                        "overlap, then cuzk.Prover's lasting key (its H copies)")
     e.add_argument("--priority-mix", action="store_true",
                    help="jobs of mixed priorities (normal 10, critical 1, high 4, low 2)")
     e.add_argument("--trace", default=None, metavar="DIR",

@@ -616,6 +616,7 @@ def test_bench_single_paths(fake, monkeypatch, circuit):
     """``cuzk bench --single`` on the CUDA backend: cuzk.prove's one-call key on the early and the
     normal path, then cuzk.Prover's lasting key on the early path; every row verified, the same
     bytes as the CPU backend's for the bench's randomizers, the key released after each use."""
+    import hashlib
     from cuzk._engine._bench import _randomizers, bench_single
     from cuzk._stages._cuda import CudaStages, device_budget
     _install_stages(fake, monkeypatch)
@@ -635,6 +636,6 @@ def test_bench_single_paths(fake, monkeypatch, circuit):
     assert [lasting for _, lasting in loads] == [False, True]
     assert all(r["verified"] and r["runs"] == 1 and r["backend"] == "cuda" for r in rows)
     rs = _randomizers(7, 0, 1)
-    want = __import__("hashlib").sha256(b"".join(cpu_proof(pk, asg, r, s) for r, s in rs)).hexdigest()
+    want = hashlib.sha256(b"".join(cpu_proof(pk, asg, r, s) for r, s in rs)).hexdigest()
     assert {r["sha256"] for r in rows} == {want}
     assert device_budget(loads[0][0].device).used == 0 and pool_buffers(fake) == before

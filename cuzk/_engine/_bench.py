@@ -263,9 +263,9 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
     Returns
     -------
     list of dict
-        One row per path ("early", "normal", "prover"; the CPU backend: "cpu"): ``wall_median_s`` (host
-        wall of a whole ``prove_one``), ``stage_median_s`` (its timings), ``verified``,
-        ``sha256`` (equal across the paths: same randomizers).
+        One row per path ("early", "normal", "prover"; the CPU backend: "cpu"):
+        ``wall_median_s`` (host wall of a whole ``prove_one``), ``stage_median_s`` (its timings),
+        ``verified``, ``sha256`` (equal across the paths: same randomizers).
     """
     from .._stages import stages_for
     pk, asg, _ = _circuit(log_n, seed, cache, threads, quiet, circuit)
@@ -273,15 +273,15 @@ def bench_single(log_n, runs, backend="auto", threads=None, cache=None, seed=0, 
     st = stages_for(backend, threads, **(stage_options or {}))
     ctx = st.context(threads=threads)
     rows = []
-    # (path, lasting key, early_h): cuzk.prove's one-call key on both CUDA paths, then
-    # cuzk.Prover's lasting one (one key resident at a time: a 2^27 key is 44 GiB, its copies more)
-    paths = ([("early", False, True), ("normal", False, False), ("prover", True, True)]
-             if hasattr(st, "early_h") else [("cpu", False, None)])
+    # per key (lasting?): its paths (name, early_h). cuzk.prove's one-call key on both CUDA
+    # paths, then cuzk.Prover's lasting one (one key resident at a time: a 2^27 key is 44 GiB)
+    plans = ({False: [("early", True), ("normal", False)], True: [("prover", True)]}
+             if hasattr(st, "early_h") else {False: [("cpu", None)]})
     try:
-        for lasting in dict.fromkeys(p[1] for p in paths):
+        for lasting, paths in plans.items():
             key = st.load_key(pk, lasting=lasting)
             try:
-                for path, _, early in (p for p in paths if p[1] == lasting):
+                for path, early in paths:
                     if early is not None:
                         st.early_h = early
                     rows.append(_single_row(st, key, asg, ctx, rs[:runs], log_n, path, quiet,

@@ -43,9 +43,7 @@ def timed(timings, name, fn, *args):
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
-#: Compute streams of a kernel region (``CudaStages(streams=)``).  2 by default since session 15:
-#: at 2^27 the 10-partition proof 12.47 -> 12.29 s and ``cuzk.Prover.prove`` 1.345 -> 1.321 s in
-#: one run on the H200, the same bytes and pool peak (bench/RESULTS.md).
+#: Compute streams of a kernel region (``CudaStages(streams=)``; why 2: its docstring).
 STREAM_COUNTS = (1, 2)
 DEFAULT_STREAMS = 2
 
