@@ -87,8 +87,10 @@ def timed(st, s, fn, runs):
 def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, runs, want, cache, balance=None,
               scatter=None):
     M._SCATTER_BUCKETS = scatter or _SCATTER_DEFAULT
-    if balance is None:             # "auto": what msm_g1/msm_g2 choose for these host scalars
-        balance = M.sampled_balance(group, sc_host, "canonical", c, k)   # sc_host: canonical
+    if c is None:                   # "auto": what msm_g1/msm_g2 choose for these host scalars
+        c = M.sampled_window(group, sc_host, "canonical", k)             # sc_host: canonical
+    if balance is None:
+        balance = M.sampled_balance(group, sc_host, "canonical", c, k)
     plan = M.msm_plan(n, group, st.device, npoints=n, c=c, k=k, segment=segment, balance=balance)
     row = dict(group=group, lg=n.bit_length() - 1, n=n, kind=kind, c=plan.c, W=plan.W, k=k, Wk=plan.Wk,
                balance=plan.balance, sb=M._SCATTER_BUCKETS,

@@ -20,6 +20,8 @@
 #   tailc eng27 (every mode x 1-2 workers, traces); segab and tailc refuted, both steps removed; session 15:
 #   inlab (the batch level 0 with inlined Fq products) refuted and removed / eng27 (streams=1;streams=2 --single 3:
 #   streams=2 adopted) / tests str24 / soak16 eng24all
+# Session 16: fqmul (the Fq product on the FP64 pipe, prototype 4cb1bf1: 0.79-0.85x the IMAD product, no overlap;
+#   step and prototype removed) / msmtab (issue 9's whole table) / wide27 (c = 20 for large uniform plain G1 MSMs)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -34,6 +36,17 @@ nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,nohe
 git log --oneline -1 2>/dev/null || true
 for step in "${@:-all}"; do
   case $step in
+    msmtab) # issue 9's whole table on one tree: G1 2^20-2^27 and G2 2^20-2^24, uniform / bits90 / real_tail (≤ 2^24 == CPU)
+           timeout 420 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
+                --runs 5 --json "$OUT/msmtab24.json" 2>&1 | tee "$OUT/msmtab24.log" | tail -42
+           timeout 300 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --k 2,4 \
+                --no-check --runs 3 --json "$OUT/msmtab27.json" 2>&1 | tee "$OUT/msmtab27.log" | tail -16 ;;
+    wide27) # sampled_window: c = 20 for plain G1 MSMs of uniform scalars from 2^26 (auto) against c = 16, same run;
+            # 2^25 at c = 16 and 20 (checked against the CPU) for the threshold
+           timeout 200 python3 bench/bench_gpu_msm.py --g1 25 --g2 '' --kinds uniform --c 16,20 --k 2,4 --runs 3 \
+                --json "$OUT/wide25.json" 2>&1 | tee "$OUT/wide25.log" | tail -6
+           timeout 360 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c auto,16 --k 2,4 \
+                --no-check --runs 3 --json "$OUT/wide27.json" 2>&1 | tee "$OUT/wide27.log" | tail -26 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;

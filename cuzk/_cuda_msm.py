@@ -18,7 +18,9 @@ Device-resident interface (the prover's stages; bases stay in device memory acro
 Numpy conveniences on top (upload, enqueue, sync; tests and simple callers): ``msm_g1``,
 ``msm_g1_indexed``, ``msm_g2``, ``msm_g2_indexed`` take the CPU's layouts and return the bytes
 of ``cuzk._native._msm.msm`` / ``msm_indexed``.  Their level-0 balance, when not given, is
-``sampled_balance``: ``default_balance``, minus "batch" for mostly small plain scalars.
+``sampled_balance``: ``default_balance``, minus "batch" for mostly small plain scalars; their
+window width ``sampled_window``: ``window_bits``, but c = 20 for large plain G1 MSMs of uniform
+scalars.
 
 Scalars: 4 x 64-bit little-endian limbs per scalar, ``scalar_form="canonical"`` (< 2^255) or
 ``"montgomery"`` (x·2^256 mod r for x < r, the blstrs layout the NTT leaves on the device;
@@ -37,7 +39,7 @@ from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
-           "default_balance", "sampled_balance", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
+           "default_balance", "sampled_balance", "sampled_window", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
@@ -651,12 +653,34 @@ def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1, indexe
     return default_balance(group, indexed, n, c, skewed=_skewed(scalars, scalar_form))
 
 
+# Plain G1 MSMs of uniform scalars from this many on take c = _G1_WIDE_C instead of the cost
+# model's (capped at _C_AUTO_MAX, which suits skewed scalars: few entries, and the buckets of a
+# wide window would hold one point each).  H200 (bench/RESULTS.md), uniform, batch level 0:
+# 2^27 k = 4 c = 20 669.8 ms (session 15) vs c = 16 756.2 (session 16); 2^26 k = 2 374.5 vs
+# 392.9 (session 9); 2^24 k = 4 c = 16 102.6 vs c = 20 110.4 (session 9), so 2^24 keeps 16.
+# The prover's H MSM has its own table (_stages/_cuda.py _AUTO_H: c = 20 at 2^27).
+_G1_WIDE_MIN, _G1_WIDE_C = 1 << 26, 20
+
+
+def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
+    """The default window width of an MSM of these host ``scalars`` (uint64 (n, 4) in
+    ``scalar_form``): ``_G1_WIDE_C`` for plain G1 MSMs of at least ``_G1_WIDE_MIN`` scalars that
+    a sample shows are not mostly small (``_skewed``), else ``window_bits(n, k)``."""
+    n = scalars.shape[0]
+    if (group == "g1" and not indexed and n >= _G1_WIDE_MIN and k <= _windows(_G1_WIDE_C)[0]
+            and not _skewed(scalars, scalar_form)):
+        return _G1_WIDE_C
+    return window_bits(n, k)
+
+
 def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
     n, N = scalars.shape[0], points.shape[0]
     if n == 0 or N == 0:
         return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
     d = _driver()
     st = _state(device)
+    if c is None:
+        c = sampled_window(group, scalars, scalar_form, k, indexed=idx is not None)
     if balance is None:
         balance = sampled_balance(group, scalars, scalar_form, c, k, indexed=idx is not None)
     plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,
@@ -726,7 +750,8 @@ def msm_g1(points, scalars, device=None, stream=None, c=None, scalar_form="canon
     stream : Stream or None
         None: a stream private to the calling thread.
     c, k, segment, balance
-        As ``msm_plan`` (k > 1: the copies are precomputed for this call).
+        As ``msm_plan`` (k > 1: the copies are precomputed for this call); c None:
+        ``sampled_window``, balance None: ``sampled_balance``.
     scalar_form : {"canonical", "montgomery"}
 
     Returns

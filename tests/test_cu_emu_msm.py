@@ -342,6 +342,36 @@ def test_default_balance_by_group_and_indexing(gpu_msm):
     assert M.msm_plan(1000, "g1", None, c=20, balance="bucket").balance == "bucket"
 
 
+def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
+    """``sampled_window``: plain G1 MSMs of uniform scalars from ``_G1_WIDE_MIN`` on take
+    c = ``_G1_WIDE_C``; skewed scalars (mostly < 2^16), G2, indexed (tail) MSMs, fewer scalars or
+    more copies than that width has windows keep ``window_bits``.  At the real threshold (2^26
+    scalars: one row broadcast, no 2 GB array) and, lowered, on sampled distributions."""
+    M = gpu_msm
+    assert M._G1_WIDE_MIN >= 1 << 25 and M._G1_WIDE_C > M._C_AUTO_MAX
+    n = M._G1_WIDE_MIN
+    row = dist_scalars(rng, 1, "uniform")
+    wide = np.broadcast_to(row, (n, 4))
+    assert M.sampled_window("g1", wide) == M._G1_WIDE_C
+    assert M.sampled_window("g1", wide, k=4) == M._G1_WIDE_C
+    assert M.sampled_window("g1", wide[:n - 1]) == M.window_bits(n - 1) <= M._C_AUTO_MAX
+    assert M.sampled_window("g1", np.broadcast_to(np.array([[5, 0, 0, 0]], np.uint64), (n, 4))) == M.window_bits(n)
+    assert M.sampled_window("g2", wide) == M.window_bits(n)
+    assert M.sampled_window("g1", wide, indexed=True) == M.window_bits(n)
+    W20 = -(-256 // M._G1_WIDE_C)
+    assert M.sampled_window("g1", wide, k=W20 + 1) == M.window_bits(n, W20 + 1)
+    monkeypatch.setattr(M, "_G1_WIDE_MIN", 1 << 12)
+    m = 1 << 13
+    for kind in KINDS:
+        sc = dist_scalars(rng, m, kind)
+        skewed = M._skewed(sc, "canonical")
+        assert M.sampled_window("g1", sc) == (M.window_bits(m) if skewed else M._G1_WIDE_C), kind
+        assert M.sampled_window("g1", fr_to_mont(sc), "montgomery") == M.sampled_window("g1", sc), kind
+    assert M.sampled_window("g1", dist_scalars(rng, m, "uniform")) == M._G1_WIDE_C
+    for kind in ("bits90", "real_tail", "small", "zeros", "ones"):
+        assert M.sampled_window("g1", dist_scalars(rng, m, kind)) == M.window_bits(m), kind
+
+
 def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
     """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed."""
     rnd = random.Random(9)
