@@ -50,7 +50,7 @@ for step in "${@:-all}"; do
                 --no-check --runs 3 --json "$OUT/wide27.json" 2>&1 | tee "$OUT/wide27.log" | tail -26 ;;
     stageab) # A/B in one call: the G1 batch level 0 with each lane's loads staged in shared memory one lane ahead
              # (CUZK_MSM_BATCH_STAGE=1: kernel cuzk_msm_sum_points_batch_staged_g1, cp.async, 2 x 296 bytes per thread,
-             # sm_90 250 registers) against the default (direct loads, 240 registers); prepared in session 16
+             # sm_90 254 registers) against the default (direct loads, 240 registers); prepared in session 16
            for r in 1 2; do for v in staged direct; do          # round 2: 2^27 only (drift check)
              if [ $v = staged ]; then export CUZK_MSM_BATCH_STAGE=1; else unset CUZK_MSM_BATCH_STAGE; fi
              [ $r = 1 ] && CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 \

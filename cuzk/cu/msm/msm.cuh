@@ -703,12 +703,13 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
     for (uint32_t k = 0; k <= S; k++) {
         const bool fwd = !(k & 1u);
         auto lane = [&](uint64_t i) { return g + (fwd ? i : J - 1 - i) * G; };
+        auto chunk_end = [&](uint64_t base) { return base + S < E ? base + S : E; };  // of chunk base / S
         // The entries of steps k − 1 and k of the i-th lane of this sweep (0 past its chunk), one
         // lane ahead: each lane's loads then issue at once, not entry → point one after another.
         auto lane_entries = [&](uint64_t i, uint32_t& ep, uint32_t& ec) {
             ep = ec = 0;
             if (i >= J) return;
-            const uint64_t base = lane(i) * S, cend = base + S < E ? base + S : E;
+            const uint64_t base = lane(i) * S, cend = chunk_end(base);
             if (k > 0 && base + k <= cend) ep = entries[base + k - 1];
             if (base + k < cend) ec = entries[base + k];
         };
@@ -730,7 +731,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 lane_entries(i + 1, ep_next, ec_next);
             }
             const uint64_t m = lane(i);
-            const uint64_t base = m * S, cend = base + S < E ? base + S : E;
+            const uint64_t base = m * S, cend = chunk_end(base);
             const bool done = base + k > cend;             // the chunk ended in an earlier sweep
             if constexpr (!STAGE) {
                 if (done) continue;
@@ -764,7 +765,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
             if constexpr (STAGE) {                         // lane i + 1's loads, landing while lane i runs
                 if (i + 1 < J) {
                     const uint64_t m1 = lane(i + 1);
-                    const uint64_t b1 = m1 * S, e1 = b1 + S < E ? b1 + S : E;
+                    const uint64_t b1 = m1 * S, e1 = chunk_end(b1);
                     const uint32_t q = (i + 1) & 1;
                     if (b1 + k <= e1 && k > 0) {
                         stage8(stage.word(q), word + m1);
