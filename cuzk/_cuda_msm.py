@@ -96,13 +96,6 @@ _AFFINE_PER_SM = 1         # the blocks an SM holds at once (180-255 registers x
 # (Function.occupancy; _BATCH_PER_SM where the driver cannot say), so every thread runs its J
 # lanes in one wave and J = chunks / resident threads is as large as it can be.
 _BATCH_THREADS = int(os.environ.get("CUZK_MSM_BATCH_THREADS", "128"))
-# CUZK_MSM_BATCH_STAGE=1 (development, A/B measurements; prepared in session 16, not yet timed on a
-# GPU): the G1 batch level 0 stages each lane's loads in shared memory one lane ahead (cp.async;
-# msm.cuh lane_stage, kernel cuzk_msm_sum_points_batch_staged_g1, compiled only then: the msm program
-# with -DCUZK_MSM_STAGED=1, +11 s of NVRTC), _BATCH_STAGE_BYTES per thread: two slots of 6 Fq
-# elements and an 8-byte word.
-_BATCH_STAGE = os.environ.get("CUZK_MSM_BATCH_STAGE", "0") not in ("", "0")
-_BATCH_STAGE_BYTES = 2 * (6 * 48 + 8)
 _BATCH_PER_SM = 2
 
 # program "msm": cuzk._kernels.PROGRAMS (the static table)
@@ -353,9 +346,8 @@ _states_lock = threading.Lock()
 
 
 def _state(device):
-    opts = ("-DCUZK_MSM_STAGED=1",) if _BATCH_STAGE else ()
     return state_for(_states, _states_lock, _driver(), device,
-                     lambda dev: DeviceState(_driver(), dev, "msm", opts))
+                     lambda dev: DeviceState(_driver(), dev, "msm"))
 
 
 def _grid(items, threads, sm_count, per_sm):
@@ -396,13 +388,11 @@ def _launch_level0(st, s, plan, sums, seg, off, entries, d_points_ptr, chunks_bo
     g, args = plan.group, [("P", sums), ("P", seg), ("P", off), ("P", entries), ("P", d_points_ptr),
                            ("I", plan.nb), ("I", plan.S)]
     if plan.balance == "batch":
-        staged = _BATCH_STAGE and g == "g1"
-        T, name = _BATCH_THREADS, "cuzk_msm_sum_points_batch_" + ("staged_" if staged else "") + g
-        shmem = T * _BATCH_STAGE_BYTES if staged else 0
-        fn = st.fn(name, shmem)
+        T, name = _BATCH_THREADS, "cuzk_msm_sum_points_batch_" + g
+        fn = st.fn(name)
         cap = _batch_cap(plan.n * plan.W, plan.S)
-        grid = max(1, min(-(-cap // T), plan.sm_count * _resident_blocks(fn, plan.device, name, T, shmem)))
-        fn.launch(s, grid, T, args + [("P", lanes), ("Q", cap)], shmem=shmem)
+        grid = max(1, min(-(-cap // T), plan.sm_count * _resident_blocks(fn, plan.device, name, T)))
+        fn.launch(s, grid, T, args + [("P", lanes), ("Q", cap)])
         return
     if plan.balance == "affine":
         T = _AFFINE_THREADS

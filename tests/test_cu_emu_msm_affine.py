@@ -21,18 +21,15 @@ from cuzk._assignment import fr_to_mont
 from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
 
 
-@pytest.fixture(params=[("affine", 4), ("batch", 4), ("batch", 1), ("batch-staged", 4)],
-                ids=lambda p: f"{p[0]}-T{p[1]}")
+@pytest.fixture(params=[("affine", 4), ("batch", 4), ("batch", 1)], ids=lambda p: f"{p[0]}-T{p[1]}")
 def affine(gpu_msm, monkeypatch, request):  # noqa: F811
     """cuzk._cuda_msm on the emulator with blocks of T threads for the affine level 0 named by
-    ``request.param`` = (balance, T); ``BAL`` names the balance ("batch-staged": "batch" with
-    CUZK_MSM_BATCH_STAGE's G1 kernel, the lanes' loads staged in shared memory).  The batch grid
-    is the fake's 4 SMs x ``_BATCH_PER_SM`` blocks (the fake has no occupancy query), so a thread
-    gets several lanes from a few dozen chunks on."""
+    ``request.param`` = (balance, T); ``BAL`` names the balance.  The batch grid is the fake's 4
+    SMs x ``_BATCH_PER_SM`` blocks (the fake has no occupancy query), so a thread gets several
+    lanes from a few dozen chunks on."""
     bal, T = request.param
     monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS" if bal == "affine" else "_BATCH_THREADS", T)
-    monkeypatch.setattr(gpu_msm, "_BATCH_STAGE", bal == "batch-staged")
-    monkeypatch.setattr(gpu_msm, "BAL", bal.split("-")[0], raising=False)
+    monkeypatch.setattr(gpu_msm, "BAL", bal, raising=False)
     return gpu_msm
 
 
@@ -67,16 +64,10 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
     got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance=affine.BAL, scalar_form="montgomery")
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{affine.BAL} {kind} n={n} c={c} S={segment}"
     if kind not in ("zeros",):
-        launched = _launched_affine(fake, since, affine.BAL)
-        assert launched, f"level 0 ran the {affine.BAL} kernel"
-        if affine.BAL == "batch":   # staged: its own kernel, T threads x 592 bytes of slots
-            staged = affine._BATCH_STAGE
-            assert {x[0] for x in launched} == {"cuzk_msm_sum_points_batch_" + "staged_" * staged + "g1"}
-            assert {x[3] for x in launched} == {affine._BATCH_THREADS * 592 if staged else 0}
+        assert _launched_affine(fake, since, affine.BAL), f"level 0 ran the {affine.BAL} kernel"
 
 
-@pytest.mark.parametrize("affine", [("affine", 1), ("affine", 2), ("affine", 8), ("batch", 2), ("batch", 32),
-                                    ("batch-staged", 2), ("batch-staged", 32)],
+@pytest.mark.parametrize("affine", [("affine", 1), ("affine", 2), ("affine", 8), ("batch", 2), ("batch", 32)],
                          indirect=True, ids=lambda p: f"{p[0]}-T{p[1]}")
 def test_msm_g1_affine_block_sizes(affine, rng):
     """Blocks of 1 (no tree), 2 and 8 threads: the tree's edge shapes; batch grids of 16 threads

@@ -31,7 +31,6 @@
 
 #include "cuda_emu.hpp"
 #include "ntt/ntt.cu"
-#define CUZK_MSM_STAGED 1  // the development kernel cuzk_msm_sum_points_batch_staged_g1 too
 #include "msm/msm.cu"
 #include "msm/batch_add.cu"
 #include "ec/fixed_base.cu"
@@ -156,7 +155,7 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_msm_tiles_segments), EMU_KERNEL(cuzk_msm_apply_segments),
     EMU_KERNEL(cuzk_msm_scan_block),
     EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_points_flat_g1), EMU_KERNEL(cuzk_msm_sum_points_affine_g1),
-    EMU_KERNEL(cuzk_msm_sum_points_batch_g1), EMU_KERNEL(cuzk_msm_sum_points_batch_staged_g1),
+    EMU_KERNEL(cuzk_msm_sum_points_batch_g1),
     EMU_KERNEL(cuzk_msm_sum_partials_g1),
     EMU_KERNEL(cuzk_msm_windows_g1), EMU_KERNEL(cuzk_msm_precompute_g1),
     EMU_KERNEL(cuzk_msm_sum_points_g2), EMU_KERNEL(cuzk_msm_sum_points_flat_g2), EMU_KERNEL(cuzk_msm_sum_points_affine_g2),

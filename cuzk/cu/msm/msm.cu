@@ -79,23 +79,17 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 
 /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2); F: the field
    type the kernel computes in (the same bytes as the group's: only its products may differ) */
-#define CUZK_MSM_BATCH_KERNEL(NAME, G, F, STAGE)                                                        \
-    extern "C" __global__ void NAME(G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off,          \
-                                    const uint32_t* entries, const G##_affine_t* points, uint32_t nb,   \
-                                    uint32_t S, G##_affine_t* lanes, uint64_t cap)                      \
+#define CUZK_MSM_BATCH_KERNEL(G, F)                                                                     \
+    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                           \
+        G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
+        const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
     {                                                                                                   \
         typedef affine_t<F> A;                                                                          \
         A* acc = reinterpret_cast<A*>(lanes);                                                           \
         F* pre = reinterpret_cast<F*>(acc + cap);                                                       \
-        uint4* stage = nullptr;                                                                         \
-        if constexpr (STAGE) {                                                                          \
-            CUZK_DYN_SMEM(uint4, batch_stage_##G);                                                      \
-            stage = batch_stage_##G;                                                                    \
-        }                                                                                               \
-        msm::sum_points_batch<STAGE>(reinterpret_cast<xyzz_t<F>*>(out), seg, off, entries,              \
-                                     reinterpret_cast<const A*>(points), nb, S, acc, pre,               \
-                                     reinterpret_cast<uint2*>(pre + cap),                               \
-                                     msm::lane_stage<F>{stage, threadIdx.x, blockDim.x});               \
+        msm::sum_points_batch(reinterpret_cast<xyzz_t<F>*>(out), seg, off, entries,                     \
+                              reinterpret_cast<const A*>(points), nb, S, acc, pre,                      \
+                              reinterpret_cast<uint2*>(pre + cap));                                     \
     }
 
 // The field each group's batch kernel computes in.  G1 with the Fq products inlined
@@ -115,7 +109,7 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
         msm::sum_points_affine<CUZK_MSM_AFFINE_LANES>(out, seg, off, entries, points, nb, S,            \
                                                       affine_tree_##G);                                 \
     }                                                                                                   \
-    CUZK_MSM_BATCH_KERNEL(cuzk_msm_sum_points_batch_##G, G, CUZK_MSM_BATCH_FIELD_##G, false)            \
+    CUZK_MSM_BATCH_KERNEL(G, CUZK_MSM_BATCH_FIELD_##G)                                                  \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \
                                                          uint32_t nb, uint32_t S)                       \
@@ -137,12 +131,5 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 
 CUZK_MSM_GROUP(g1)
 CUZK_MSM_GROUP(g2)
-// G1's batch level 0 with each lane's loads staged in shared memory one lane ahead (msm.cuh
-// lane_stage; dynamic shared memory: blockDim.x x 592 bytes).  Development, A/B measurements:
-// compiled with -DCUZK_MSM_STAGED (_cuda_msm: CUZK_MSM_BATCH_STAGE=1; the host emulator always);
-// prepared in session 16, not yet timed on a GPU.
-#ifdef CUZK_MSM_STAGED
-CUZK_MSM_BATCH_KERNEL(cuzk_msm_sum_points_batch_staged_g1, g1, fq_t, true)
-#endif
 #undef CUZK_MSM_GROUP
 #undef CUZK_MSM_POINTS_KERNEL

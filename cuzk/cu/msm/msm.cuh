@@ -572,73 +572,6 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
     }
 }
 
-// ---- a lane's loads staged in shared memory, one lane ahead (cp.async)
-
-// 16 / 8 bytes global -> shared without registers (cp.async: the copy lands while the thread
-// computes); stage_wait() waits for every copy this thread issued.  The host emulator copies at
-// once.
-#if defined(CUZK_HOST_EMU)
-CUZK_DEVICE void stage16(uint4* dst, const uint4* src) { *dst = *src; }
-CUZK_DEVICE void stage8(uint2* dst, const uint2* src) { *dst = *src; }
-CUZK_DEVICE void stage_wait() {}
-CUZK_DEVICE void stage_fence() {}
-#else
-CUZK_DEVICE void stage16(uint4* dst, const uint4* src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src) : "memory");
-}
-CUZK_DEVICE void stage8(uint2* dst, const uint2* src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src) : "memory");
-}
-CUZK_DEVICE void stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-// the thread's earlier global stores before its later cp.async reads of the same rows
-CUZK_DEVICE void stage_fence() { __threadfence_block(); }
-#endif
-
-// A thread's two slots (lanes alternate between them, so a lane's copies never land where the
-// lane before it is still being read) of a lane's loads in the block's dynamic shared memory,
-// rows of uint4 by thread (row e of slot q, thread t at s[(q·ROWS + e)·T + t]: a warp's accesses
-// to a row are consecutive): the accumulator (2V rows), the point of step k − 1 (2V), the
-// prefix product (V), x of the point of step k (V); then the words (uint2, slot q of thread t at
-// q·T + t).  V = sizeof(F) / 16.  BYTES per thread (G1 592: _cuda_msm._BATCH_STAGE_BYTES).
-template <class F>
-struct lane_stage {
-    static constexpr int V = sizeof(F) / 16;
-    static constexpr int ACC = 0, PT = 2 * V, PRE = 4 * V, PX = 5 * V, ROWS = 6 * V;
-    static constexpr int BYTES = 2 * (ROWS * 16 + 8);
-    uint4* s;
-    uint32_t t, T;
-
-    CUZK_DEVICE uint4* row(uint32_t q, int e) const { return s + ((uint64_t)q * ROWS + e) * T + t; }
-    CUZK_DEVICE uint2* word(uint32_t q) const
-    {
-        return reinterpret_cast<uint2*>(s + (uint64_t)2 * ROWS * T) + (uint64_t)q * T + t;
-    }
-    CUZK_DEVICE void put(uint32_t q, int e, const void* src, int rows) const
-    {
-        const uint4* p = reinterpret_cast<const uint4*>(src);
-#pragma unroll
-        for (int k = 0; k < rows; k++) stage16(row(q, e + k), p + k);
-    }
-    CUZK_DEVICE F field(uint32_t q, int e) const
-    {
-        F r;
-#pragma unroll
-        for (int k = 0; k < V; k++) {
-            const uint4 v = *row(q, e + k);
-            field_word(r, 4 * k) = v.x;
-            field_word(r, 4 * k + 1) = v.y;
-            field_word(r, 4 * k + 2) = v.z;
-            field_word(r, 4 * k + 3) = v.w;
-        }
-        return r;
-    }
-    CUZK_DEVICE affine_t<F> point(uint32_t q, int e) const { return affine_t<F>{field(q, e), field(q, e + V)}; }
-};
-
 // ---- level 0 with batch-inverted affine additions, lane state in device memory ("batch")
 
 // Level 0 with affine accumulators and one inversion per thread and step, shared by the J lanes
@@ -682,16 +615,10 @@ struct lane_stage {
 // 94.7 / 605.8: the early loads are worth more than 50 % more warps.  The next lane's rows and
 // points prefetched (prefetch.global.L1 or .L2, entries two lanes ahead, 241 registers) 89.9 /
 // 584 (not profiled).  All three removed.
-// STAGE (stage: this thread's lane_stage slots): the loads of lane i + 1 are issued into shared
-// memory as cp.async copies while lane i computes, and lane i + 1 reads them from there; its
-// entries are fetched two lanes ahead.  The first lane of a sweep loads directly (the previous
-// sweep's last stores went to its rows; a block-scope fence at the sweep's start orders the
-// earlier stores before the copies).  STAGE false compiles to the direct loads alone (the PTX
-// of the kernel before staging existed).
-template <bool STAGE, class F>
+template <class F>
 CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
                                   const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
-                                  affine_t<F>* acc, F* pre, uint2* word, lane_stage<F> stage)
+                                  affine_t<F>* acc, F* pre, uint2* word)
 {
     typedef affine_t<F> affine;
     const uint64_t E = off[nb], chunks = (E + S - 1) / S;
@@ -703,42 +630,26 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
     for (uint32_t k = 0; k <= S; k++) {
         const bool fwd = !(k & 1u);
         auto lane = [&](uint64_t i) { return g + (fwd ? i : J - 1 - i) * G; };
-        auto chunk_end = [&](uint64_t base) { return base + S < E ? base + S : E; };  // of chunk base / S
         // The entries of steps k − 1 and k of the i-th lane of this sweep (0 past its chunk), one
         // lane ahead: each lane's loads then issue at once, not entry → point one after another.
         auto lane_entries = [&](uint64_t i, uint32_t& ep, uint32_t& ec) {
             ep = ec = 0;
             if (i >= J) return;
-            const uint64_t base = lane(i) * S, cend = chunk_end(base);
+            const uint64_t base = lane(i) * S, cend = base + S < E ? base + S : E;
             if (k > 0 && base + k <= cend) ep = entries[base + k - 1];
             if (base + k < cend) ec = entries[base + k];
         };
-        uint32_t ep_next, ec_next, ep_after = 0, ec_after = 0;
+        uint32_t ep_next, ec_next;
         lane_entries(0, ep_next, ec_next);
-        if constexpr (STAGE) {
-            lane_entries(1, ep_after, ec_after);
-            stage_fence();
-        }
         F run = F::one();
         bool any = false;
         for (uint64_t i = 0; i < J; i++) {
             const uint32_t ep = ep_next, ec = ec_next;
-            if constexpr (STAGE) {
-                ep_next = ep_after;
-                ec_next = ec_after;
-                lane_entries(i + 2, ep_after, ec_after);
-            } else {
-                lane_entries(i + 1, ep_next, ec_next);
-            }
+            lane_entries(i + 1, ep_next, ec_next);
             const uint64_t m = lane(i);
-            const uint64_t base = m * S, cend = chunk_end(base);
-            const bool done = base + k > cend;             // the chunk ended in an earlier sweep
-            if constexpr (!STAGE) {
-                if (done) continue;
-            }
+            const uint64_t base = m * S, cend = base + S < E ? base + S : E;
+            if (base + k > cend) continue;                 // the chunk ended in an earlier sweep
             const bool cur = base + k < cend;              // step k exists (else: only k − 1 to finish)
-            const bool staged = STAGE && i > 0;            // its loads were staged by the previous lane
-            if (staged) stage_wait();
             // Every load of the lane first (used or not: they do not wait for one another).
             uint32_t b, fl;
             affine a = affine::infinity(), Pp;
@@ -746,13 +657,6 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
             if (k == 0) {
                 b = bucket_of(off, nb, base);              // off[b] <= m·S < off[b + 1]: non-empty
                 fl = LANE_EMPTY;
-            } else if (staged) {
-                const uint2 w = *stage.word(i & 1);
-                b = w.x;
-                fl = w.y;
-                a = stage.point(i & 1, stage.ACC);
-                pm = stage.field(i & 1, stage.PRE);
-                Pp = stage.point(i & 1, stage.PT);
             } else {
                 const uint2 w = word[m];
                 b = w.x;
@@ -761,22 +665,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 pm = load_field(pre + m);
                 Pp = affine::load(points + (ep & ~NEG_BIT));
             }
-            if (cur) pxc = staged ? stage.field(i & 1, stage.PX) : load_field(&points[ec & ~NEG_BIT].x);
-            if constexpr (STAGE) {                         // lane i + 1's loads, landing while lane i runs
-                if (i + 1 < J) {
-                    const uint64_t m1 = lane(i + 1);
-                    const uint64_t b1 = m1 * S, e1 = chunk_end(b1);
-                    const uint32_t q = (i + 1) & 1;
-                    if (b1 + k <= e1 && k > 0) {
-                        stage8(stage.word(q), word + m1);
-                        stage.put(q, stage.ACC, acc + m1, 2 * stage.V);
-                        stage.put(q, stage.PRE, pre + m1, stage.V);
-                        stage.put(q, stage.PT, points + (ep_next & ~NEG_BIT), 2 * stage.V);
-                    }
-                    if (b1 + k < e1) stage.put(q, stage.PX, &points[ec_next & ~NEG_BIT].x, stage.V);
-                }
-                if (done) continue;
-            }
+            if (cur) pxc = load_field(&points[ec & ~NEG_BIT].x);
             if (k > 0) {
                 const uint64_t j = base + k - 1;           // apply step k − 1
                 if (fl & (LANE_ADD | LANE_DBL)) {
