@@ -4,7 +4,8 @@ Compiles a program of cuzk._kernels (NVRTC, CUBIN for --arch) and disassembles i
 nvdisasm: $NVDISASM, else `nvdisasm` on PATH, else the one of an installed
 nvidia-cuda-nvdisasm wheel (this script installs nothing).  For every function whose name
 matches --filter it prints the instruction total, the multiplier-pipe (IMAD*) counts by
-opcode and the CALL sites per callee.  A kernel's outlined device functions (e.g. the Fq
+opcode, the CALL sites per callee and, for kernels, the register count ptxas gave them (from the
+CUBIN's section headers) and their local-memory loads/stores (spills: LDL/STL).  A kernel's outlined device functions (e.g. the Fq
 product, __noinline__) are copied into its section by ptxas; each copy is its own row,
 named KERNEL$MANGLED_CALLEE, and the kernel's own row excludes them.
 
@@ -39,6 +40,36 @@ def find_nvdisasm():
         if hits:
             return hits[-1]
     return None
+
+
+def register_counts(cubin):
+    """{kernel: registers} from an ELF64 CUBIN's .nv.info section: its EIATTR_REGCOUNT (0x2f)
+    records give (symbol index, registers); names come from .symtab."""
+    import struct
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQII", cubin, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(at):
+        return cubin[at:cubin.index(b"\0", at)].decode()
+    names = {cstr(heads[shstrndx][4] + h[0]): h for h in heads}
+    symtab = next(h for h in heads if h[1] == 2)                 # SHT_SYMTAB
+    strtab_off = heads[symtab[6]][4]
+    info = names.get(".nv.info")
+    if info is None:
+        return {}
+    regs, at, end = {}, info[4], info[4] + info[5]
+    while at + 4 <= end:
+        fmt, attr, size = struct.unpack_from("<BBH", cubin, at)
+        if fmt != 0x04:                                          # only EIFMT_SVAL carries a payload
+            at += 4
+            continue
+        if attr == 0x2F and size == 8:
+            sym, count = struct.unpack_from("<II", cubin, at + 4)
+            st_name, = struct.unpack_from("<I", cubin, symtab[4] + sym * 24)
+            regs[cstr(strtab_off + st_name)] = count
+        at += 4 + size
+    return regs
 
 
 def disassemble(cubin, nvdisasm):
@@ -96,6 +127,7 @@ def main(argv=None):
     from cuzk import _kernels
     cubin = _kernels.compile_program(args.program, args.arch, "cubin", cu_root=args.cu_root)
     funcs, calls = count(disassemble(cubin, nvdisasm))
+    regs = register_counts(cubin)
     pat = re.compile(args.filter)
     print(f"{'function':<70} {'insns':>7} {'IMAD*':>6}  breakdown")
     for name in sorted(funcs):
@@ -105,6 +137,9 @@ def main(argv=None):
         total, kinds = imad_breakdown(ops)
         print(f"{name:<70} {sum(ops.values()):>7} {total:>6}  "
               + " ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+        if name in regs:
+            spills = sum(n for op, n in ops.items() if op.startswith(("LDL", "STL")))
+            print(f"    registers {regs[name]}, local loads/stores {spills}")
         for callee, n in sorted(calls[name].items()):
             print(f"    calls {callee} x{n}")
         if args.opcodes:
