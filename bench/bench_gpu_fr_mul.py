@@ -50,7 +50,7 @@ __device__ __forceinline__ fr_t ld(const uint32_t* p, uint32_t i)
 {
     fr_t r;
 #pragma unroll
-    for (int k = 0; k < LIMBS; k++) r.l[k] = p[(i * LIMBS + k) & 1023];
+    for (int k = 0; k < LIMBS; k++) r.l[k] = p[(i & 1023) * LIMBS + k];  // 1024 elements
     return r;
 }
 // x_c <- x_c * y, CHAINS independent chains per thread.
@@ -128,7 +128,7 @@ def main(argv=None):
     limbs = LIMBS[args.field]
     stream = d.Stream(dev)
     rng = np.random.default_rng(3)
-    host = rng.integers(0, 2**32, size=1024, dtype=np.uint32)
+    host = rng.integers(0, 2**32, size=1024 * limbs, dtype=np.uint32)
     host[limbs - 1::limbs] &= 0x0fffffff                          # every element < r (and < p)
     d_in = d.DeviceBuffer.alloc(dev, host.nbytes)
     d.copy_htod(d_in, host, host.nbytes, stream)

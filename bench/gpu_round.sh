@@ -23,7 +23,8 @@
 # Session 16: fqmul (the Fq product on the FP64 pipe, prototype 4cb1bf1: 0.79-0.85x the IMAD product, no overlap;
 #   step and prototype removed) / msmtab (issue 9's whole table) / wide27 (c = 20 for large uniform plain G1 MSMs);
 #   stageab prepared (the batch level 0's loads staged in shared memory), no machine left to run it
-# Session 17: stageab (staged loads: level 0 +4.3 % at 2^27, +4.8 % at 2^24; kernel and step removed) / tests
+# Session 17: stageab (staged loads: level 0 +4.3 % at 2^27, +4.8 % at 2^24; kernel and step removed) / tests /
+#   karaab (the Fq product with one level of Karatsuba, 736e3dd: level 0 +2.7 % at 2^27; product and step removed)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -49,22 +50,6 @@ for step in "${@:-all}"; do
                 --json "$OUT/wide25.json" 2>&1 | tee "$OUT/wide25.log" | tail -6
            timeout 360 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c auto,16 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/wide27.json" 2>&1 | tee "$OUT/wide27.log" | tail -26 ;;
-    karaab) # A/B in one call: the Fq product with one level of Karatsuba (mont_t::mul_karatsuba: 3 x 36 + 144 limb
-            # products against CIOS's 288; CUZK_MONT_KARATSUBA in a copy of cuzk/cu) against the default: the product's
-            # rate (same output bytes), G1 2^24 and G2 2^22 (== CPU), G1 2^27 twice
-           rm -rf /tmp/cu_kara && cp -r cuzk/cu /tmp/cu_kara \
-             && sed -i '0,/#pragma once/s//#pragma once\n#define CUZK_MONT_KARATSUBA 1/' /tmp/cu_kara/ff/bls12_381.cuh
-           for r in 1 2; do for v in kara cios; do           # round 2: 2^27 only (drift check)
-             if [ $v = kara ]; then export CUZK_CU_DIR=/tmp/cu_kara; else unset CUZK_CU_DIR; fi
-             if [ $r = 1 ]; then
-               timeout 100 python3 bench/bench_gpu_fr_mul.py --field fq --chains 2,4 --warps 8,16 --iters 2048 2>&1 \
-                 | grep "chains\|rror" | sed "s/^/$v /" | tee -a "$OUT/karaab.log"
-               CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90 --c 16 --k 4 \
-                 --runs 5 2>&1 | grep "^msm \|^g1 \|^g2 \|rror" | sed "s/^/$v /" | tee -a "$OUT/karaab.log" | grep "^$v g\|rror"
-             fi
-             CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4 \
-               --no-check --runs 3 2>&1 | grep "^msm \|^g1 \|rror" | sed "s/^/$v /" | tee -a "$OUT/karaab.log" | grep "^$v g1 \|rror"
-           done; done; unset CUZK_CU_DIR ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;

@@ -1,6 +1,4 @@
-"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a;
-mont_t::mul_karatsuba (the development product, CUZK_MONT_KARATSUBA) and the CIOS product a * b
-against Python big ints.
+"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a.
 
 Fq has a dedicated squaring (out of line in fq_t, the curve code's field; inlined in
 mont_t<fq_params_t>, both checked); Fr's sqr() is the product.  The field code runs on the
@@ -42,8 +40,6 @@ def sqr_lib(tmp_path_factory):
     u32p = ctypes.POINTER(ctypes.c_uint32)
     so.emu_field_sqr.argtypes = [ctypes.c_int, u32p, u32p, u32p, ctypes.c_size_t]
     so.emu_field_sqr.restype = ctypes.c_int
-    so.emu_field_mul.argtypes = [ctypes.c_int, u32p, u32p, u32p, ctypes.c_size_t]
-    so.emu_field_mul.restype = ctypes.c_int
     return so
 
 
@@ -124,87 +120,3 @@ def test_sqr_iterated(sqr_lib, rng, field):
     rinv = pow(R_, -1, p)
     for x0, x in zip(starts, xs):
         assert x == pow(x0 * rinv, 1 << 300, p) * R_ % p
-
-
-# name -> (emu_field_mul's field id, modulus, 32-bit limbs)
-MUL_FIELDS = {"fr": (0, R, 8), "fq": (1, P, 12), "fq_inline": (2, P, 12), "fq_karatsuba": (3, P, 12)}
-
-
-def field_mul(lib, field, xs, ys):
-    fid, _, n = MUL_FIELDS[field]
-    u32p = ctypes.POINTER(ctypes.c_uint32)
-
-    def arr(vals):
-        return np.frombuffer(b"".join(v.to_bytes(4 * n, "little") for v in vals), dtype="<u4").copy()
-    a, b = arr(xs), arr(ys)
-    out = np.zeros_like(a)
-    assert lib.emu_field_mul(fid, a.ctypes.data_as(u32p), b.ctypes.data_as(u32p),
-                             out.ctypes.data_as(u32p), len(xs)) == 0
-    raw = out.tobytes()
-    return [int.from_bytes(raw[i:i + 4 * n], "little") for i in range(0, len(raw), 4 * n)]
-
-
-def check_mul(lib, field, xs, ys):
-    _, p, n = MUL_FIELDS[field]
-    rinv = pow(1 << (32 * n), -1, p)
-    got = field_mul(lib, field, xs, ys)
-    for x, y, g in zip(xs, ys, got):
-        want = x * y * rinv % p
-        assert g == want, f"{field} a*b: a={x:#x} b={y:#x} got {g:#x} want {want:#x}"
-    return got
-
-
-def half_pattern_values(rnd, p, n, count):
-    """Values whose two halves (n/2 limbs each) are equal, differ in one limb or bit, or are
-    ordered either way (the Karatsuba differences |a0 - a1|: 0, tiny, borrows through every
-    limb), all < p."""
-    h = 16 * n                                            # bits per half
-    out = []
-    while len(out) < count:
-        lo = rnd.randrange(1 << h)
-        kind = rnd.randrange(5)
-        if kind == 0:
-            hi = lo                                           # a0 == a1
-        elif kind == 1:
-            hi = lo ^ (1 << rnd.randrange(h))                 # one bit apart
-        elif kind == 2:
-            hi = (lo + rnd.choice((1, -1))) % (1 << h)        # adjacent: a borrow through all limbs
-        elif kind == 3:
-            hi, lo = rnd.randrange(1 << h), 0                 # a0 = 0
-        else:
-            hi, lo = 0, lo                                    # a1 = 0
-        v = (hi << h) | lo
-        if v < p:
-            out.append(v)
-    return out
-
-
-@pytest.mark.parametrize("field", list(MUL_FIELDS))
-def test_mul_edges_and_halves(sqr_lib, rng, field):
-    """Edge values against each other (every pair of a sample) and half-pattern values."""
-    _, p, n = MUL_FIELDS[field]
-    rnd = random.Random(int(rng.integers(2**63)))
-    edges = sqr_edge_values(p, n)
-    sample = rnd.sample(edges, 40) + [0, 1, p - 1, (1 << (32 * n)) % p]
-    xs = [x for x in sample for _ in sample]
-    ys = [y for _ in sample for y in sample]
-    xs += edges
-    ys += [rnd.choice(edges) for _ in edges]
-    halves = half_pattern_values(rnd, p, n, 3000)
-    xs += halves
-    ys += half_pattern_values(rnd, p, n, 1500) + [rnd.randrange(p) for _ in range(1500)]
-    check_mul(sqr_lib, field, xs, ys)
-
-
-@pytest.mark.parametrize("field", list(MUL_FIELDS))
-def test_mul_random(sqr_lib, rng, field):
-    """4000 uniform pairs, 2000 adversarial-limb pairs, and 200 chained products x <- x * y."""
-    _, p, n = MUL_FIELDS[field]
-    rnd = random.Random(int(rng.integers(2**63)))
-    xs = [rnd.randrange(p) for _ in range(4000)] + adversarial_values(rnd, p, 4 * n, 2000)
-    ys = [rnd.randrange(p) for _ in range(4000)] + adversarial_values(rnd, p, 4 * n, 2000)
-    check_mul(sqr_lib, field, xs, ys)
-    x = [rnd.randrange(p) for _ in range(16)] + [p - 1]
-    y = [rnd.randrange(p) for _ in range(16)] + [p - 1]
-    for _ in range(200):
-        x = check_mul(sqr_lib, field, x, y)

@@ -1,7 +1,6 @@
 // Host harness (developer/test tool only) for tests/test_cu_emu_sqr.py: mont_t::sqr() and the
-// product a * a of one field over an array of elements, and the products a * b (CIOS and
-// mul_karatsuba), compiled with CUZK_HOST_EMU like emu.cpp but without the kernel launcher
-// (only the field headers).
+// product a * a of one field over an array of elements, compiled with CUZK_HOST_EMU like
+// emu.cpp but without the kernel launcher (only the field headers).
 //
 // Build: c++ -O2 -std=c++20 -shared -fPIC -I<cuzk/cu> field_sqr.cpp -o libcuzk_sqr.so
 #include "cuda_emu.hpp"
@@ -48,38 +47,6 @@ extern "C" __attribute__((visibility("default"))) int emu_field_sqr(int field, c
     case 0: sqr_and_mul<cuzk::fr_t>(in, out_sqr, out_mul, n); return 0;
     case 1: sqr_and_mul<cuzk::fq_t>(in, out_sqr, out_mul, n); return 0;
     case 2: sqr_and_mul<fq_inline_t>(in, out_sqr, out_mul, n); return 0;
-    default: return -1;
-    }
-}
-
-// field: 0 Fr, 1 Fq (fq_t), 2 Fq inlined, 3 Fq with mont_t::mul_karatsuba.  out[i] = a[i] * b[i]
-// (N limbs each, Montgomery form, < p).  Returns 0, or -1 for an unknown field.
-namespace {
-template <class F>
-void mul_each(const uint32_t* a, const uint32_t* b, uint32_t* out, size_t n, bool karatsuba)
-{
-    for (size_t i = 0; i < n; i++) {
-        F x, y;
-        std::memcpy(x.l, a + i * F::N, sizeof x.l);
-        std::memcpy(y.l, b + i * F::N, sizeof y.l);
-        cuzk::cc::emu_cf = 1;
-        F r;
-        if constexpr (F::N % 4 == 0) r = karatsuba ? F::mul_karatsuba(x, y) : x * y;
-        else r = x * y;
-        std::memcpy(out + i * F::N, r.l, sizeof r.l);
-    }
-}
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) int emu_field_mul(int field, const uint32_t* a,
-                                                                    const uint32_t* b, uint32_t* out,
-                                                                    size_t n)
-{
-    switch (field) {
-    case 0: mul_each<cuzk::fr_t>(a, b, out, n, false); return 0;
-    case 1: mul_each<cuzk::fq_t>(a, b, out, n, false); return 0;
-    case 2: mul_each<fq_inline_t>(a, b, out, n, false); return 0;
-    case 3: mul_each<fq_inline_t>(a, b, out, n, true); return 0;
     default: return -1;
     }
 }

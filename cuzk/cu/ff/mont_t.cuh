@@ -141,13 +141,6 @@ struct mont_t {
 #else
     static constexpr bool SQR_ROWS = !LOW_LIMBS_1_FFFF && P::mod(N - 1) < 0x55555555u;
 #endif
-    // Karatsuba product (development, CUZK_MONT_KARATSUBA: for A/B measurements; see
-    // mul_karatsuba): moduli with the generic reduction row and N a multiple of 4 (Fq).
-#ifdef CUZK_MONT_KARATSUBA
-    static constexpr bool KARATSUBA = !LOW_LIMBS_1_FFFF && N % 4 == 0;
-#else
-    static constexpr bool KARATSUBA = false;
-#endif
 
     // Reduction row: m = E[0]*M0; O += m*p_odd; E += m*p_even (E[0] becomes 0).
     // E[k] holds column k, O[k] column k+1.
@@ -207,26 +200,24 @@ struct mont_t {
     // new even accumulator E (column k) and X shifted by one word the new odd
     // one O (column k+1).  Adds a*b into them: X[1] merges into E[0] and the
     // shift of X rides on the odd products' addends.
-    // W: the limbs of a and of the frame (N; mul_half's H).  X[0] is not read.
-    template <int W = N>
     static CUZK_DEVICE void mul_row(uint32_t* E /* = Y */, uint32_t* X, const uint32_t* a, uint32_t b)
     {
         E[0] = cc::add_cc(E[0], X[1]);  // column 0 = Y[0] + X[1]
 #pragma unroll
-        for (int j = 0; j < W - 2; j += 2) {  // O[j] (column j+1) = X[j+2] + lo(a[j+1] b) ...
+        for (int j = 0; j < N - 2; j += 2) {  // O[j] (column j+1) = X[j+2] + lo(a[j+1] b) ...
             X[j] = cc::madc_lo_cc(a[j + 1], b, X[j + 2]);
             X[j + 1] = cc::madc_hi_cc(a[j + 1], b, X[j + 3]);
         }
-        X[W - 2] = cc::madc_lo_cc(a[W - 1], b, 0);
-        X[W - 1] = cc::madc_hi(a[W - 1], b, 0);  // hi(a*b) + 1 < 2^32
+        X[N - 2] = cc::madc_lo_cc(a[N - 1], b, 0);
+        X[N - 1] = cc::madc_hi(a[N - 1], b, 0);  // hi(a*b) + 1 < 2^32
         E[0] = cc::mad_lo_cc(a[0], b, E[0]);
         E[1] = cc::madc_hi_cc(a[0], b, E[1]);
 #pragma unroll
-        for (int j = 2; j < W; j += 2) {
+        for (int j = 2; j < N; j += 2) {
             E[j] = cc::madc_lo_cc(a[j], b, E[j]);
             E[j + 1] = cc::madc_hi_cc(a[j], b, E[j + 1]);
         }
-        X[W - 1] = cc::addc(X[W - 1], 0);
+        X[N - 1] = cc::addc(X[N - 1], 0);
     }
 
   public:
@@ -256,11 +247,6 @@ struct mont_t {
         return mul_inline(a, b);
     }
     static CUZK_DEVICE mont_t mul_inline(const mont_t& a, const mont_t& b)
-    {
-        if constexpr (KARATSUBA) return mul_karatsuba(a, b);
-        else return mul_cios(a, b);
-    }
-    static CUZK_DEVICE mont_t mul_cios(const mont_t& a, const mont_t& b)
     {
         uint32_t e[N], o[N];
 #pragma unroll
@@ -354,10 +340,8 @@ struct mont_t {
     // k+1), X[1] merged into E[0].  Column 0 gets no product of row I, so it is final: the
     // reduction row comes first, its odd chain riding the shift (as mul_row's) and taking the
     // merge's carry, then row I.
-    // The reduction row of a frame I >= 1 with the word shift merged (sqr_frame's first half;
-    // alone, mul_karatsuba's frames).  On entry (previous roles) X[k] holds column k (X[0] ==
-    // 0) and Y[k] column k+1; on return E = Y holds column k (E[0] == 0) and X column k+1.
-    static CUZK_DEVICE void redc_frame(uint32_t* E /* = Y */, uint32_t* X)
+    template <int I>
+    static CUZK_DEVICE void sqr_frame(uint32_t* E /* = Y */, uint32_t* X, const uint32_t* a, const uint32_t* a2)
     {
         const uint32_t m = (E[0] + X[1]) * P::M0;  // plain add: no carry-flag read across it
         E[0] = cc::add_cc(E[0], X[1]);
@@ -376,12 +360,6 @@ struct mont_t {
             E[j + 1] = cc::madc_hi_cc(P::mod(j), m, E[j + 1]);
         }
         X[N - 1] = cc::addc(X[N - 1], 0);
-    }
-
-    template <int I>
-    static CUZK_DEVICE void sqr_frame(uint32_t* E /* = Y */, uint32_t* X, const uint32_t* a, const uint32_t* a2)
-    {
-        redc_frame(E, X);
         sqr_row<I>(E, X, a, a2);
     }
 
@@ -428,112 +406,6 @@ struct mont_t {
         if constexpr (!SQR_ROWS) return *this * *this;
         else if constexpr (outline_mul<P>(0)) return sqr_outline(*this);
         else return sqr_inline(*this);
-    }
-
-  private:
-    static constexpr int H = N / 2;
-
-    // r[0, 2H) = a[0, H) * b[0, H), plain (no reduction): the CIOS rows of the product
-    // without their reduction rows, so the frames keep the product's register pairs (a frame
-    // shifted by a row instead of a column would split every lo/hi pair: IMAD.MOVs).  After row
-    // i the frame's column 0 (column i) is final and leaves as r[i]; mul_row never reads it.
-    // The window stays < 2^(32(H+1)) (a times b's first i + 1 limbs, over 2^(32i)).
-    static CUZK_DEVICE void mul_half(uint32_t* r, const uint32_t* a, const uint32_t* b)
-    {
-        uint32_t e[H], o[H];
-#pragma unroll
-        for (int j = 0; j < H; j += 2) {
-            e[j] = cc::mul_lo(a[j], b[0]);
-            e[j + 1] = cc::mul_hi(a[j], b[0]);
-            o[j] = cc::mul_lo(a[j + 1], b[0]);
-            o[j + 1] = cc::mul_hi(a[j + 1], b[0]);
-        }
-        r[0] = e[0];
-#pragma unroll
-        for (int i = 1; i < H; i += 2) {
-            mul_row<H>(o, e, a, b[i]);  // roles: E = o, O = e
-            r[i] = o[0];
-            if (i + 1 < H) {
-                mul_row<H>(e, o, a, b[i + 1]);
-                r[i + 1] = e[0];
-            }
-        }
-        // H - 1 is odd: the last row had E = o, O = e; columns H .. 2H-1 = e + (o >> 32)
-        r[H] = cc::add_cc(e[0], o[1]);
-#pragma unroll
-        for (int k = 1; k < H - 1; k++) r[H + k] = cc::addc_cc(e[k], o[k + 1]);
-        r[2 * H - 1] = cc::addc(e[H - 1], 0);
-    }
-
-    // d = |x - y| (H limbs); returns 0xffffffff when x < y, else 0.
-    static CUZK_DEVICE uint32_t abs_diff(uint32_t* d, const uint32_t* x, const uint32_t* y)
-    {
-        d[0] = cc::sub_cc(x[0], y[0]);
-#pragma unroll
-        for (int k = 1; k < H; k++) d[k] = cc::subc_cc(x[k], y[k]);
-        const uint32_t s = cc::subc(0, 0);
-        d[0] = cc::sub_cc(d[0] ^ s, s);  // (d ^ s) - s: d, or -d mod 2^(32H) when x < y
-#pragma unroll
-        for (int k = 1; k < H - 1; k++) d[k] = cc::subc_cc(d[k] ^ s, s);
-        d[H - 1] = cc::subc(d[H - 1] ^ s, s);
-        return s;
-    }
-
-    template <int I>
-    static CUZK_DEVICE void redc_frames(uint32_t* Y, uint32_t* X)
-    {
-        redc_frame(Y, X);
-        if constexpr (I + 1 < N) redc_frames<I + 1>(X, Y);
-    }
-
-  public:
-    // a * b * R^-1 mod p with one level of Karatsuba (the same bytes as the CIOS product).
-    // T = a b from three H x H products, v0 = a0 b0, v2 = a1 b1, vm = |a0 - a1| |b0 - b1|
-    // (a = a0 + a1 2^(32H)): a0 b1 + a1 b0 = v0 + v2 - s vm, s = the product of the two
-    // differences' signs; 3H^2 = 108 limb products for Fq against the CIOS rows' N^2 = 144.
-    // Then Montgomery's reduction of T's low N limbs only, as the frames of the squaring
-    // without its rows (N^2 limb products): U = (T_lo + M p) / R < p + 1, and T_hi = T / R <
-    // p^2 / R < p / 8 (p < 2^(32N - 3)), so U + T_hi < 2p and one final subtraction gives
-    // the product.  Needs N % 4 == 0 (H even: mul_half's chains) and the generic reduction.
-    static CUZK_DEVICE mont_t mul_karatsuba(const mont_t& x, const mont_t& y)
-    {
-        static_assert(N % 4 == 0, "mul_karatsuba needs N a multiple of 4");
-        const uint32_t *a = x.l, *b = y.l;
-        uint32_t t[2 * N], da[H], db[H], vm[N], mid[N + 1];
-        mul_half(t, a, b);                   // v0: columns 0 .. N-1
-        mul_half(t + N, a + H, b + H);       // v2: columns N .. 2N-1
-        const uint32_t sub = ~(abs_diff(da, a, a + H) ^ abs_diff(db, b, b + H));  // all ones: - vm
-        mul_half(vm, da, db);
-        mid[0] = cc::add_cc(t[0], t[N]);    // mid = v0 + v2 -/+ vm, < 2^(32N + 1)
-#pragma unroll
-        for (int k = 1; k < N; k++) mid[k] = cc::addc_cc(t[k], t[N + k]);
-        mid[N] = cc::addc(0, 0);
-        (void)cc::add_cc(sub, sub);          // carry = 1 when subtracting: + ~vm + 1
-#pragma unroll
-        for (int k = 0; k < N; k++) mid[k] = cc::addc_cc(mid[k], vm[k] ^ sub);
-        mid[N] = cc::addc(mid[N], sub);
-        t[H] = cc::add_cc(t[H], mid[0]);     // T += mid 2^(32H), < p^2: no carry out
-#pragma unroll
-        for (int k = 1; k <= N; k++) t[H + k] = cc::addc_cc(t[H + k], mid[k]);
-#pragma unroll
-        for (int k = H + N + 1; k < 2 * N - 1; k++) t[k] = cc::addc_cc(t[k], 0);
-        t[2 * N - 1] = cc::addc(t[2 * N - 1], 0);
-        uint32_t o[N];
-#pragma unroll
-        for (int k = 0; k < N; k++) o[k] = 0;
-        redc_row(t, o);                      // frame 0: E = T_lo (columns 0 .. N-1), O = 0
-        redc_frames<1>(o, t);
-        // N - 1 is odd: the last frame had E = o, O = t[0, N); U = O + (E >> 32), + T_hi
-        uint32_t r[N];
-        r[0] = cc::add_cc(t[0], o[1]);
-#pragma unroll
-        for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(t[k], o[k + 1]);
-        r[N - 1] = cc::addc(t[N - 1], 0);
-        r[0] = cc::add_cc(r[0], t[N]);
-#pragma unroll
-        for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(r[k], t[N + k]);
-        r[N - 1] = cc::addc(r[N - 1], t[2 * N - 1]);
-        return reduce_once(r);
     }
 
     // Montgomery form <-> canonical (both as N limbs).
