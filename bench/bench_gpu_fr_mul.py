@@ -42,13 +42,13 @@ SOURCE = r"""
 #define FIELD fr_t
 #define LIMBS 8
 #endif
-typedef cuzk::FIELD fr_t;
+typedef cuzk::FIELD field_t;
 #ifndef CHAINS
 #define CHAINS 4
 #endif
-__device__ __forceinline__ fr_t ld(const uint32_t* p, uint32_t i)
+__device__ __forceinline__ field_t ld(const uint32_t* p, uint32_t i)
 {
-    fr_t r;
+    field_t r;
 #pragma unroll
     for (int k = 0; k < LIMBS; k++) r.l[k] = p[(i & 1023) * LIMBS + k];  // 1024 elements
     return r;
@@ -57,16 +57,16 @@ __device__ __forceinline__ fr_t ld(const uint32_t* p, uint32_t i)
 extern "C" __global__ void mul_chain(uint32_t* out, const uint32_t* in, uint32_t iters)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    fr_t x[CHAINS];
+    field_t x[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; c++) x[c] = ld(in, t + c);
-    const fr_t y = ld(in, t + 77);
+    const field_t y = ld(in, t + 77);
 #pragma unroll 1
     for (uint32_t i = 0; i < iters; i++) {
 #pragma unroll
         for (int c = 0; c < CHAINS; c++) x[c] = x[c] * y;
     }
-    fr_t s = x[0];
+    field_t s = x[0];
 #pragma unroll
     for (int c = 1; c < CHAINS; c++) s = s + x[c];
 #pragma unroll
@@ -76,20 +76,20 @@ extern "C" __global__ void mul_chain(uint32_t* out, const uint32_t* in, uint32_t
 extern "C" __global__ void butterfly_chain(uint32_t* out, const uint32_t* in, uint32_t iters)
 {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    fr_t u[CHAINS / 2], v[CHAINS / 2];
+    field_t u[CHAINS / 2], v[CHAINS / 2];
 #pragma unroll
     for (int c = 0; c < CHAINS / 2; c++) { u[c] = ld(in, t + 2 * c); v[c] = ld(in, t + 2 * c + 1); }
-    const fr_t z = ld(in, t + 77);
+    const field_t z = ld(in, t + 77);
 #pragma unroll 1
     for (uint32_t i = 0; i < iters; i++) {
 #pragma unroll
         for (int c = 0; c < CHAINS / 2; c++) {
-            fr_t w = v[c] * z;
+            field_t w = v[c] * z;
             v[c] = u[c] - w;
             u[c] = u[c] + w;
         }
     }
-    fr_t s = u[0] + v[0];
+    field_t s = u[0] + v[0];
 #pragma unroll
     for (int c = 1; c < CHAINS / 2; c++) s = s + u[c] + v[c];
 #pragma unroll

@@ -4,10 +4,10 @@ Compiles a program of cuzk._kernels (NVRTC, CUBIN for --arch) and disassembles i
 nvdisasm: $NVDISASM, else `nvdisasm` on PATH, else the one of an installed
 nvidia-cuda-nvdisasm wheel (this script installs nothing).  For every function whose name
 matches --filter it prints the instruction total, the multiplier-pipe (IMAD*) counts by
-opcode, the CALL sites per callee and, for kernels, the register count ptxas gave them (from the
-CUBIN's section headers) and their local-memory loads/stores (spills: LDL/STL).  A kernel's outlined device functions (e.g. the Fq
-product, __noinline__) are copied into its section by ptxas; each copy is its own row,
-named KERNEL$MANGLED_CALLEE, and the kernel's own row excludes them.
+opcode, the CALL sites per callee and, for kernels, the register count ptxas gave them (the
+CUBIN's .nv.info) and their local-memory loads/stores (spills: LDL/STL).  A kernel's outlined
+device functions (e.g. the Fq product, __noinline__) are copied into its section by ptxas;
+each copy is its own row, named KERNEL$MANGLED_CALLEE, and the kernel's own row excludes them.
 
     python bench/sass_count.py msm --filter 'sum_points_flat_g1|mul_outline|sqr_outline'
     python bench/sass_count.py msm --cu-root /tmp/cu_before      # another source tree
@@ -18,6 +18,7 @@ import glob
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,6 @@ def find_nvdisasm():
 def register_counts(cubin):
     """{kernel: registers} from an ELF64 CUBIN's .nv.info section: its EIATTR_REGCOUNT (0x2f)
     records give (symbol index, registers); names come from .symtab."""
-    import struct
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     heads = [struct.unpack_from("<IIQQQQII", cubin, shoff + i * shentsize) for i in range(shnum)]
