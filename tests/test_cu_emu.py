@@ -29,8 +29,7 @@ except ImportError:  # pragma: no cover - the CPU extension is built wherever te
     cpu_ntt = None
 
 
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
-P = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
+from refs import P, R  # the moduli: one place (tests/refs.py)
 FIELDS = {"fr": (R, 32), "fq": (P, 48)}   # modulus, bytes (Montgomery R = 2^(8*bytes))
 
 needs_cpu = pytest.mark.skipif(cpu_ntt is None, reason="cuzk._native._ntt (CPU reference) not built")

@@ -10,7 +10,7 @@ import pytest
 from cuzk._backend import cuda_available
 
 CUDA_OK, CUDA_WHY = cuda_available()
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from refs import R  # the moduli: one place (tests/refs.py)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")]

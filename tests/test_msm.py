@@ -16,8 +16,7 @@ from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
 from cuzk._native import _msm
 
-P = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from refs import P, R  # the moduli: one place (tests/refs.py)
 MONT = (1 << 384) % P
 MONT_INV = pow(MONT, -1, P)
 

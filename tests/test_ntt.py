@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 from cuzk._native._ntt import (MAX_LOG_SIZE, _arith_probe, _h_stage_impl, _ntt_mont_impl,
                                domain_root, h_stage, ntt_mont)
 
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from refs import R  # the moduli: one place (tests/refs.py)
 G = 7
 MONT = (1 << 256) % R
 MONT_INV = pow(MONT, -1, R)

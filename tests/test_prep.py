@@ -4,7 +4,7 @@ import pytest
 
 from cuzk._native._prep import popcount, prep_msm
 
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
+from refs import R  # the moduli: one place (tests/refs.py)
 RM = 2**256 % R
 
 
