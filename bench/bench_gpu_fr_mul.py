@@ -39,14 +39,7 @@ LIMBS = {"fr": 8, "fq": 12}
 
 SOURCE = r"""
 #include "ff/bls12_381.cuh"
-#ifndef FIELD
-#define FIELD fr_t
-#define LIMBS 8
-#endif
-typedef cuzk::FIELD field_t;
-#ifndef CHAINS
-#define CHAINS 4
-#endif
+typedef cuzk::FIELD field_t;  // FIELD, LIMBS, CHAINS: -D options from main()
 __device__ __forceinline__ field_t ld(const uint32_t* p, uint32_t i)
 {
     field_t r;

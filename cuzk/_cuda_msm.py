@@ -666,11 +666,13 @@ def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
     """The default window width of an MSM of these host ``scalars`` (uint64 (n, 4) in
     ``scalar_form``): ``_G1_WIDE_C`` for plain G1 MSMs of at least ``_G1_WIDE_MIN`` scalars that
     a sample shows are not mostly small (``_skewed``), else ``window_bits(n, k)``."""
-    n = scalars.shape[0]
-    if (group == "g1" and not indexed and n >= _G1_WIDE_MIN and k <= _windows(_G1_WIDE_C)[0]
-            and not _skewed(scalars, scalar_form)):
-        return _G1_WIDE_C
-    return window_bits(n, k)
+    return _window(group, scalars.shape[0], k, indexed, _skewed(scalars, scalar_form))
+
+
+def _window(group, n, k, indexed, skewed):
+    """``sampled_window``'s choice for n scalars that ``_skewed`` found skewed or not."""
+    wide = group == "g1" and not indexed and n >= _G1_WIDE_MIN and k <= _windows(_G1_WIDE_C)[0]
+    return _G1_WIDE_C if wide and not skewed else window_bits(n, k)
 
 
 def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment, balance=None):
@@ -679,10 +681,12 @@ def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment
         return np.zeros(AFFINE_WORDS[group], dtype=np.uint64)
     d = _driver()
     st = _state(device)
-    if c is None:
-        c = sampled_window(group, scalars, scalar_form, k, indexed=idx is not None)
-    if balance is None:
-        balance = sampled_balance(group, scalars, scalar_form, c, k, indexed=idx is not None)
+    if c is None or balance is None:                     # sampled_window, sampled_balance: one sample
+        skewed = _skewed(scalars, scalar_form)
+        if c is None:
+            c = _window(group, n, k, idx is not None, skewed)
+        if balance is None:
+            balance = default_balance(group, idx is not None, n, c, skewed=skewed)
     plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,
                     balance=balance)
     s = stream if stream is not None else st.streams()[0]

@@ -28,8 +28,8 @@ try:
 except ImportError:  # pragma: no cover - the CPU extension is built wherever tests run
     cpu_ntt = None
 
-
 from refs import P, R  # the moduli: one place (tests/refs.py)
+
 FIELDS = {"fr": (R, 32), "fq": (P, 48)}   # modulus, bytes (Montgomery R = 2^(8*bytes))
 
 needs_cpu = pytest.mark.skipif(cpu_ntt is None, reason="cuzk._native._ntt (CPU reference) not built")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from cuzk._backend import cuda_available
+from refs import R  # the moduli: one place (tests/refs.py)
 
 CUDA_OK, CUDA_WHY = cuda_available()
-from refs import R  # the moduli: one place (tests/refs.py)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")]
