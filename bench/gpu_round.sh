@@ -56,6 +56,8 @@ for step in "${@:-all}"; do
                 --c 16 --k 4 --sort atomic,binned --runs 5 --json "$OUT/binab24.json" 2>&1 | tee "$OUT/binab24.log" | tail -8
            CUZK_MSM_PROFILE=1 timeout 240 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4 \
                 --sort atomic,binned,atomic,binned --no-check --runs 3 --json "$OUT/binab27.json" 2>&1 | tee "$OUT/binab27.log" | tail -6
+           CUZK_MSM_COUNT_AGG=0 CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform \
+                --c 20 --k 4 --sort binned --no-check --runs 3 2>&1 | tee "$OUT/binab27agg0.log" | tail -3
            CUZK_MSM_SORT=binned timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py 2>&1 \
                 | tee "$OUT/binned_tests.log" | tail -4 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;

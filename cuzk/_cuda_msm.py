@@ -90,6 +90,9 @@ _SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
 # A/B measurements) overrides ``default_sort``.
 SORTS = ("atomic", "binned")
 _SORT = os.environ.get("CUZK_MSM_SORT", "")
+# count(): group a warp's equal buckets into one atomic (1) or one atomic per entry (0; A/B
+# measurement, development).
+_COUNT_AGG = int(os.environ.get("CUZK_MSM_COUNT_AGG", "1"))
 _BIN_MAX_BITS = 11         # bins: at most 2^11, of 2^L buckets, L in [_BIN_MIN_L, _BIN_MAX_L]
 _BIN_MIN_L, _BIN_MAX_L = 10, 11
 _BIN_THREADS = 256
@@ -504,7 +507,7 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     dgrid = _grid(n, _THREADS, plan.sm_count, 16)
     st.fn("cuzk_msm_count").launch(
         s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
-                             ("I", Wk), ("I", mont)])
+                             ("I", Wk), ("I", mont), ("I", _COUNT_AGG)])
     mark("count")
     _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
     mark("scan")

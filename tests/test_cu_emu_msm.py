@@ -192,11 +192,13 @@ def _check_sorted_entries(plan, off, ent, ints):
 def test_binned_sort(fake, gpu_msm, monkeypatch, rng, c, k, L, tmp, kind):
     """The binned sort (bins of 2^L buckets, passes over scalar ranges through a tmp of ``tmp``
     entries, chunks of 2^L·_BIN_CHUNK entries cut inside bins) sorts exactly the reference's
-    entries: bucket sizes, every digit once, the scalars rebuilt, every count back to 0."""
+    entries: bucket sizes, every digit once, the scalars rebuilt, every count back to 0 (count()
+    with and without the warp's grouping)."""
     M = gpu_msm
     monkeypatch.setattr(M, "_BIN_MIN_L", L)
     monkeypatch.setattr(M, "_BIN_TMP_MIN", tmp)
     monkeypatch.setattr(M, "_BIN_CHUNK", 3)
+    monkeypatch.setattr(M, "_COUNT_AGG", int(kind not in ("ones", "bits90")))   # count() both ways
     ints = [sum(int(w) << (64 * j) for j, w in enumerate(row)) for row in dist_scalars(rng, 37, kind)]
     ints += [x % R for x in EDGE]
     monkeypatch.setattr(M, "_BIN_PASS_MAX", tmp)

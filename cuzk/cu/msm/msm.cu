@@ -7,9 +7,9 @@
 using namespace cuzk;
 
 extern "C" __global__ void cuzk_msm_count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c,
-                                          uint32_t W, uint32_t Wk, uint32_t mont)
+                                          uint32_t W, uint32_t Wk, uint32_t mont, uint32_t agg)
 {
-    msm::count(counts, scalars, n, c, W, Wk, mont);
+    msm::count(counts, scalars, n, c, W, Wk, mont, agg);
 }
 
 extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts, const uint64_t* off,

@@ -154,9 +154,10 @@ CUZK_DEVICE uint32_t lane_id() { return threadIdx.x & 31u; }
 CUZK_DEVICE uint32_t bucket_peers(uint32_t b) { return __match_any_sync(__activemask(), b); }
 
 // counts[(w mod Wk)·2^(c−1) + m − 1] += 1 for every scalar i < n and non-zero digit ±m of
-// window w.
+// window w.  agg = 0: one atomic per entry, without the warp's grouping (uniform scalars rarely
+// share a bucket within a warp; A/B measurement, CUZK_MSM_COUNT_AGG).
 CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c, uint32_t W,
-                       uint32_t Wk, uint32_t mont)
+                       uint32_t Wk, uint32_t mont, uint32_t agg)
 {
     uint32_t D[DIGIT_LIMBS];
     digit_offset(D, c, W);
@@ -166,6 +167,10 @@ CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, ui
         load_scalar(s, scalars, i, mont);
         digit_base(t, s, D);
         for_each_digit(t, c, W, Wk, 0, nb, [&](uint32_t, uint32_t b, bool) {
+            if (!agg) {
+                atomicAdd(counts + b, 1u);
+                return;
+            }
             const uint32_t peers = bucket_peers(b);
             if (lane_id() == __ffs(peers) - 1) atomicAdd(counts + b, (uint32_t)__popc(peers));
         });
