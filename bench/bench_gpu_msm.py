@@ -3,7 +3,6 @@
     python bench/bench_gpu_msm.py [--quick] [--g1 20,22,24] [--g2 20,22] [--kinds uniform,bits90,real_tail]
                                   [--c auto|16,18,20] [--segment 64|32,64,128] [--k 1|1,4,8]
                                   [--balance bucket|bucket,flat] [--scatter-buckets auto|17,19,32]
-                                  [--sort auto|atomic,binned]
                                   [--form montgomery|canonical] [--runs 5] [--no-check] [--json F]
 
 Bases and scalars are on the device before timing (the prover's resident SRS; scalars as the
@@ -17,7 +16,7 @@ median of each column:
              host), events
   pre ms     precompute_bases for k > 1 (once per resident key), events; pre GiB its table
 
---c/--segment/--k/--balance/--scatter-buckets/--sort take lists: every combination is a row (the choices issue 9 leaves to
+--c/--segment/--k/--balance/--scatter-buckets take lists: every combination is a row (the choices issue 9 leaves to
 measurement).  Bases: a random set of 2^18 points (fixed-base multiplication on the CPU) tiled to
 n — the MSM's time does not depend on the bases being distinct.  Each (group, n, kind) is checked
 against the CPU MSM (cuzk._native._msm, all cores) unless --no-check.  The table is printed last;
@@ -86,15 +85,15 @@ def timed(st, s, fn, runs):
 
 
 def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, runs, want, cache, balance=None,
-              scatter=None, sort=None):
+              scatter=None):
     M._SCATTER_BUCKETS = scatter or _SCATTER_DEFAULT
     if c is None:                   # "auto": what msm_g1/msm_g2 choose for these host scalars
         c = M.sampled_window(group, sc_host, "canonical", k)             # sc_host: canonical
     if balance is None:
         balance = M.sampled_balance(group, sc_host, "canonical", c, k)
-    plan = M.msm_plan(n, group, st.device, npoints=n, c=c, k=k, segment=segment, balance=balance, sort=sort)
+    plan = M.msm_plan(n, group, st.device, npoints=n, c=c, k=k, segment=segment, balance=balance)
     row = dict(group=group, lg=n.bit_length() - 1, n=n, kind=kind, c=plan.c, W=plan.W, k=k, Wk=plan.Wk,
-               balance=plan.balance, sort=plan.sort, sb=M._SCATTER_BUCKETS,
+               balance=plan.balance, sb=M._SCATTER_BUCKETS,
                S=plan.S, levels=plan.levels, P=plan.P, form=form,
                scratch_gib=plan.scratch_bytes / 2**30, pre_gib=plan.precompute_bytes / 2**30)
     table = None
@@ -139,8 +138,6 @@ def main(argv=None):
     p.add_argument("--g2", default="20,22", help="log2 sizes for G2 ('' for none)")
     p.add_argument("--kinds", default="uniform,bits90,real_tail", help=f"of {','.join(KINDS)}")
     p.add_argument("--c", default="auto", help="window widths: auto or a list")
-    p.add_argument("--sort", default="auto",
-                   help=f"the sort's placement step, a list of auto (default_sort), {','.join(M.SORTS)}")
     p.add_argument("--segment", default="auto", help="entries per segment S: auto or a list")
     p.add_argument("--balance", default="auto",
                    help=f"level 0's work split, a list of auto (default_balance), {','.join(M.BALANCES)}")
@@ -164,8 +161,7 @@ def main(argv=None):
     kinds = [x for x in args.kinds.split(",") if x]
     balances = [None if x == "auto" else x for x in args.balance.split(",") if x]
     scat = [None if x is None else 1 << x for x in _opt_ints(args.scatter_buckets)]
-    sorts = [None if x == "auto" else x for x in args.sort.split(",") if x]
-    combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances, scat, sorts))
+    combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances, scat))
     sizes = [("g1", lg) for lg in _ints(args.g1)] + [("g2", lg) for lg in _ints(args.g2)]
     print(f"{dev.name}; CPU: {os.cpu_count()} cores; scalars {args.form}; runs {args.runs}", flush=True)
     rows, all_ok, base_cache = [], True, {}
@@ -184,17 +180,17 @@ def main(argv=None):
             d_sc = st.pool.alloc(dev_form.nbytes, s)
             h2d_ms, _ = timed(st, s, lambda: d.copy_htod(d_sc, pin.ptr, dev_form.nbytes, s), args.runs)
             want = None if args.no_check else _msm.msm(pts, sc, group)
-            for c, seg, k, bal, sb, so in combos:
+            for c, seg, k, bal, sb in combos:
                 try:
                     row = bench_one(st, s, group, n, d_pts, d_sc, sc, kind, c, seg, k, args.form, args.runs,
-                                    want, tables, bal, sb, so)
+                                    want, tables, bal, sb)
                 except (ValueError, MemoryError) as e:
                     print(f"  {group} 2^{lg} {kind} c={c} S={seg} k={k}: skipped ({e})", flush=True)
                     continue
                 row["h2d_ms"] = h2d_ms
                 all_ok &= row["same"] is not False
                 rows.append(row)
-                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} {row['sort']} sb={row['sb']}: gpu {row['gpu_ms']:.2f} ms, "
+                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']}: gpu {row['gpu_ms']:.2f} ms, "
                       f"host {row['host_ms']:.2f} ms, same={row['same']}", flush=True)
             d_sc.free(s)
             s.synchronize()
@@ -205,13 +201,13 @@ def main(argv=None):
         s.synchronize()
 
     print()
-    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'sort':>6s} {'sb':>3s} {'gpu ms':>8s} "
+    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'gpu ms':>8s} "
           f"{'host ms':>7s} {'h2d ms':>6s} {'pre ms':>7s} {'pre GiB':>7s} {'scr GiB':>7s} {'sppark':>6s} same")
     for r in rows:
         pre = f"{r['pre_ms']:7.1f}" if "pre_ms" in r else f"{'-':>7s}"
         sp = f"{r['sppark_ms']:6.1f}" if r["sppark_ms"] else f"{'-':>6s}"
         print(f"{r['group']:3s} 2^{r['lg']:<3d} {r['kind']:9s} {r['c']:2d} {r['S']:4d} {r['k']:2d} {r['Wk']:2d} "
-              f"{r['balance']:>6s} {r['sort']:>6s} {r['sb'].bit_length() - 1:3d} "
+              f"{r['balance']:>6s} {r['sb'].bit_length() - 1:3d} "
               f"{r['gpu_ms']:8.2f} {r['host_ms']:7.2f} {r['h2d_ms']:6.2f} {pre} {r['pre_gib']:7.2f} "
               f"{r['scratch_gib']:7.2f} {sp} {r['same']}")
     if args.json:

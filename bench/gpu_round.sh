@@ -50,16 +50,6 @@ for step in "${@:-all}"; do
                 --json "$OUT/wide25.json" 2>&1 | tee "$OUT/wide25.log" | tail -6
            timeout 360 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c auto,16 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/wide27.json" 2>&1 | tee "$OUT/wide27.log" | tail -26 ;;
-    binab) # the binned sort against the atomic scatter, same run: G1 2^24 / G2 2^22 on three distributions (== CPU),
-           # the 2^27 H MSM twice; then the GPU MSM tests with every MSM on the binned sort
-           CUZK_MSM_PROFILE=1 timeout 240 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 --kinds uniform,bits90,real_tail \
-                --c 16 --k 4 --sort atomic,binned --runs 5 --json "$OUT/binab24.json" 2>&1 | tee "$OUT/binab24.log" | tail -8
-           CUZK_MSM_PROFILE=1 timeout 240 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4 \
-                --sort atomic,binned,atomic,binned --no-check --runs 3 --json "$OUT/binab27.json" 2>&1 | tee "$OUT/binab27.log" | tail -6
-           CUZK_MSM_COUNT_AGG=0 CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform \
-                --c 20 --k 4 --sort binned --no-check --runs 3 2>&1 | tee "$OUT/binab27agg0.log" | tail -3
-           CUZK_MSM_SORT=binned timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py 2>&1 \
-                | tee "$OUT/binned_tests.log" | tail -4 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;

@@ -39,7 +39,7 @@ from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
-           "default_balance", "sampled_balance", "SORTS", "default_sort", "bin_shape", "sampled_window", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
+           "default_balance", "sampled_balance", "sampled_window", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
@@ -84,22 +84,6 @@ _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # Measured (H200, G1 2^27, c = 20, k = 2, uniform): 3.6 M buckets in one pass 167 ms, 2^20 per pass
 # 116, 2^19 103, 2^18 93.5 (each pass re-reads the scalars: ~1.3 ms at 2^27).
 _SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
-# The sort's placement step (msm.cuh): "atomic" (scatter: one global atomic and one random write
-# per entry, in bucket-range passes) or "binned" (bins of 2^L buckets, shared-memory histograms,
-# passes over scalar ranges through a tmp of (bucket, entry) words).  CUZK_MSM_SORT (development,
-# A/B measurements) overrides ``default_sort``.
-SORTS = ("atomic", "binned")
-_SORT = os.environ.get("CUZK_MSM_SORT", "")
-# count(): group a warp's equal buckets into one atomic (1) or one atomic per entry (0; A/B
-# measurement, development).
-_COUNT_AGG = int(os.environ.get("CUZK_MSM_COUNT_AGG", "1"))
-_BIN_MAX_BITS = 11         # bins: at most 2^11, of 2^L buckets, L in [_BIN_MIN_L, _BIN_MAX_L]
-_BIN_MIN_L, _BIN_MAX_L = 10, 11
-_BIN_THREADS = 256
-_BIN_CHUNK = 32            # place: entries per chunk = _BIN_CHUNK·2^L
-_BIN_TILE = 16             # bin_scatter: ~ this many entries per (tile, bin)
-_BIN_TMP_MIN = 1 << 22     # tmp entries (8 bytes each) at least, when the plan has that many
-_BIN_PASS_MAX = 1 << 31    # tmp entries per pass at most (32-bit tmp slots)
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
 # and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
@@ -196,12 +180,12 @@ class MsmPlan:
 
     __slots__ = ("n", "npoints", "group", "c", "W", "k", "Wk", "H", "nb", "S", "levels", "P", "segs",
                  "scan_threads", "ntiles", "host_rows", "buffers", "scratch_bytes", "precompute_bytes", "indexed", "device",
-                 "sm_count", "balance", "sort", "L", "nbin", "tmp_entries")
+                 "sm_count", "balance")
 
     def __repr__(self):
         return (f"MsmPlan(n={self.n}, npoints={self.npoints}, group={self.group!r}, c={self.c}, "
                 f"W={self.W}, k={self.k}, Wk={self.Wk}, S={self.S}, balance={self.balance!r}, "
-                f"sort={self.sort!r}, levels={self.levels}, P={self.P}, "
+                f"levels={self.levels}, P={self.P}, "
                 f"scratch_bytes={self.scratch_bytes}, precompute_bytes={self.precompute_bytes})")
 
 
@@ -252,7 +236,7 @@ def default_balance(group, indexed, n=None, c=None, skewed=None):
 
 
 def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=1, segment=None,
-             balance=None, sort=None):
+             balance=None):
     """Plan an MSM of ``n`` scalars over ``npoints`` resident bases.
 
     Parameters
@@ -276,16 +260,12 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
         Level 0's work split (``BALANCES``; None: ``default_balance(group, indexed, n, c)``); "affine"
         plans exactly as "flat" (the same pieces and levels) and differs only in its kernel;
         "batch" also takes the lanes' state (``_batch_row`` bytes per flat chunk) from the pool.
-    sort : {"atomic", "binned"} or None
-        The sort's placement step (``SORTS``; None: ``default_sort(nb)``); "binned" takes its tmp
-        (``tmp_entries`` 8-byte words) in the level sums' buffer, which the sort precedes.
 
     Raises
     ------
     ValueError
         Unknown group, sizes out of range (k·N >= 2^31: the entries' 31-bit point index; n >= 2^32;
-        W·2^(c−1) >= 2^32 buckets), c or S out of range, an unknown sort or "binned" over more
-        than 2^22 buckets.
+        W·2^(c−1) >= 2^32 buckets), c or S out of range.
     """
     if group not in _GROUPS:
         raise ValueError(f"group must be one of {_GROUPS}, got {group!r}")
@@ -324,13 +304,6 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     p.n, p.npoints, p.group, p.c, p.W, p.k, p.Wk, p.H, p.nb, p.S = n, N, group, c, W, k, Wk, H, nb, S
     p.indexed, p.device, p.sm_count = bool(indexed), device, int(device.sm_count)
     p.balance = balance
-    p.sort = default_sort(nb) if sort is None else sort
-    if p.sort not in SORTS:
-        raise ValueError(f"sort must be one of {SORTS}, got {p.sort!r}")
-    shape = bin_shape(nb)
-    if p.sort == "binned" and shape is None:
-        raise ValueError(f"sort 'binned' takes at most 2^{_BIN_MAX_BITS + _BIN_MAX_L} buckets, got {nb}")
-    p.L, p.nbin = shape if p.sort == "binned" else (0, 0)
     p.levels = _levels(max(n, 1) * k, S, flat=balance in _FLAT_LEVEL0)
     p.P, p.segs = _window_split(c, Wk, p.sm_count)
     p.host_rows = Wk * p.P if n else 0
@@ -338,44 +311,17 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     entries = n * W                                   # at most one entry per (scalar, window)
     sums1 = -(-entries // S) + nb                     # Σ_b ceil(cnt_b / S) <= entries/S + nb
     sums2 = -(-sums1 // S) + nb if p.levels > 1 else 0
-    p.scan_threads, p.ntiles = _scan_shape(nb)
-    p.tmp_entries = min(entries, max(sums1 * xyzz // 8, _BIN_TMP_MIN), _BIN_PASS_MAX) if p.sort == "binned" else 0
+    p.scan_threads = min(256, max(32, 1 << (-(-nb // _SCAN_ITEMS) - 1).bit_length()))
+    p.ntiles = -(-nb // (_SCAN_ITEMS * p.scan_threads))
     p.buffers = (("counts", nb * 4), ("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8),
                  ("tiles", (2 * p.ntiles + 1) * 8),
-                 ("entries", entries * 4), ("sums_a", max(sums1 * xyzz, 8 * p.tmp_entries)),
-                 ("sums_b", sums2 * xyzz), ("windows", p.host_rows * xyzz)) if n else ()
-    if n and p.sort == "binned":
-        p.buffers += (("bin_cnt", 4 * p.nbin), ("bin_off", 8 * (p.nbin + 1)), ("chunk_seg", 8 * (p.nbin + 1)),
-                      ("bin_tiles", 8 * (2 * _scan_shape(p.nbin)[1] + 1)))
+                 ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
+                 ("windows", p.host_rows * xyzz)) if n else ()
     if n and balance == "batch":
         p.buffers += (("lanes", _batch_cap(entries, S) * _batch_row(group)),)
     p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
     p.precompute_bytes = k * N * AFFINE_WORDS[group] * 8 if k > 1 else 0
     return p
-
-
-def _scan_shape(nb):
-    """(threads per block, tiles) of the tiled prefix sums over nb items (``_scan``)."""
-    T = min(256, max(32, 1 << (-(-nb // _SCAN_ITEMS) - 1).bit_length()))
-    return T, -(-nb // (_SCAN_ITEMS * T))
-
-
-def bin_shape(nb):
-    """(L, nbin) of the binned sort over nb buckets: bins of 2^L consecutive buckets, L >=
-    ``_BIN_MIN_L``, at most 2^``_BIN_MAX_BITS`` bins; None when that needs L > ``_BIN_MAX_L``
-    (place's shared memory: 12·2^L bytes)."""
-    L = max(_BIN_MIN_L, (max(int(nb), 1) - 1).bit_length() - _BIN_MAX_BITS)
-    return (L, (int(nb) + (1 << L) - 1) >> L) if L <= _BIN_MAX_L else None
-
-
-def default_sort(nb):
-    """The sort's placement step for nb buckets: CUZK_MSM_SORT when set ("binned" only where
-    ``bin_shape`` allows it), else "atomic"."""
-    if _SORT:
-        if _SORT not in SORTS:
-            raise ValueError(f"CUZK_MSM_SORT must be one of {SORTS}, got {_SORT!r}")
-        return _SORT if _SORT == "atomic" or bin_shape(nb) is not None else "atomic"
-    return "atomic"
 
 
 def _batch_cap(entries, S):
@@ -468,7 +414,7 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
     """Enqueue d_out[b] = Σ_{b'<b} counts[b'] (``counts``) or Σ ceil((off[b'+1] − off[b'])/S) (``off``;
     ``flat``: the pieces of a flat level 0), b <= nb: tile totals, their scan (one block), the tiles
     again."""
-    nb, K, T, nt = plan.nb, _SCAN_ITEMS, plan.scan_threads, plan.ntiles   # plan: or a _BinScan
+    nb, K, T, nt = plan.nb, _SCAN_ITEMS, plan.scan_threads, plan.ntiles
     tile_off = d_tiles + 8 * nt
     if counts is not None:
         st.fn("cuzk_msm_tiles_counts").launch(s, nt, T, [("P", d_tiles), ("P", counts), ("I", nb), ("I", K)],
@@ -507,63 +453,16 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     dgrid = _grid(n, _THREADS, plan.sm_count, 16)
     st.fn("cuzk_msm_count").launch(
         s, dgrid, _THREADS, [("P", ptr["counts"]), ("P", d_scalars_ptr), ("I", n), ("I", c), ("I", W),
-                             ("I", Wk), ("I", mont), ("I", _COUNT_AGG)])
+                             ("I", Wk), ("I", mont)])
     mark("count")
     _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
     mark("scan")
-    if plan.sort == "binned":
-        _place_binned(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont)
-        mark("scatter")
-        return
     for b_lo, b_hi in scatter_passes(nb):
         st.fn("cuzk_msm_scatter").launch(
             s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
                                  ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
                                  ("I", c), ("I", W), ("I", Wk), ("I", mont), ("I", b_lo), ("I", b_hi)])
     mark("scatter")
-
-
-class _BinScan:
-    """The shape ``_scan`` reads, over the bins of a binned sort (S: place's chunk)."""
-
-    def __init__(self, plan):
-        self.nb, self.S = plan.nbin, _BIN_CHUNK << plan.L
-        self.scan_threads, self.ntiles = _scan_shape(plan.nbin)
-
-
-def bin_passes(plan):
-    """The scalar ranges [lo, hi) of a binned sort's passes: each makes at most
-    ``plan.tmp_entries`` entries (W per scalar)."""
-    per = max(1, plan.tmp_entries // plan.W)
-    return [(lo, min(plan.n, lo + per)) for lo in range(0, plan.n, per)]
-
-
-def _place_binned(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont):
-    """Enqueue the binned sort's placement (msm.cuh "the binned sort") after count and scan: per
-    pass (``bin_passes``) bin_count, the bins' scan, bin_scatter into tmp (``sums_a``), the chunks'
-    scan, place."""
-    d = _driver()
-    L, nbin, T, W = plan.L, plan.nbin, _BIN_THREADS, plan.W
-    shape = _BinScan(plan)
-    R = max(1, min(32, -(-_BIN_TILE * nbin // (T * W))))          # scalars per thread and tile
-    digits = [("I", plan.c), ("I", W), ("I", plan.Wk), ("I", mont), ("I", L), ("I", nbin)]
-    tmp, cnt, boff, cseg = ptr["sums_a"], ptr["bin_cnt"], ptr["bin_off"], ptr["chunk_seg"]
-    for lo, hi in bin_passes(plan):
-        d.memset_d32(cnt, 0, nbin, s)
-        st.fn("cuzk_msm_bin_count").launch(
-            s, _grid(hi - lo, T, plan.sm_count, 8), T,
-            [("P", cnt), ("P", d_scalars_ptr), ("I", lo), ("I", hi)] + digits, shmem=4 * nbin)
-        _scan(st, s, shape, boff, ptr["bin_tiles"], counts=cnt)
-        d.memset_d32(cnt, 0, nbin, s)
-        st.fn("cuzk_msm_bin_scatter").launch(
-            s, _grid(hi - lo, T * R, plan.sm_count, 8), T,
-            [("P", tmp), ("P", cnt), ("P", boff), ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", lo), ("I", hi),
-             ("I", plan.npoints)] + digits + [("I", R)], shmem=4 * nbin)
-        _scan(st, s, shape, cseg, ptr["bin_tiles"], off=boff)
-        st.fn("cuzk_msm_place").launch(
-            s, 4 * plan.sm_count, T,
-            [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]), ("P", tmp), ("P", boff),
-             ("P", cseg), ("I", nbin), ("I", L), ("I", shape.S)], shmem=12 << L)
 
 
 def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
@@ -655,7 +554,7 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         mark("windows")
         if _PROFILE:
             steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
-            log.warning("msm %s n=%d N=%d c=%d k=%d S=%d sort=%s: %s ms", g, n, plan.npoints, c, plan.k, S, plan.sort, steps)
+            log.warning("msm %s n=%d N=%d c=%d k=%d S=%d: %s ms", g, n, plan.npoints, c, plan.k, S, steps)
     finally:
         for b in buf.values():
             b.free(s)

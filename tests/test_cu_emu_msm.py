@@ -96,12 +96,12 @@ def _reference_buckets(ints, plan):
     return out
 
 
-def device_entries(fake, gpu_msm, ints, c, form="canonical", k=1, N=None, sort=None):
+def device_entries(fake, gpu_msm, ints, c, form="canonical", k=1, N=None):
     """The counting sort (count, scan, scatter) on `ints`; (plan, off, entries) read back."""
     M = gpu_msm
     n = len(ints)
     N = n if N is None else N
-    plan = M.msm_plan(n, "g1", None, npoints=N, c=c, k=k, sort=sort)
+    plan = M.msm_plan(n, "g1", None, npoints=N, c=c, k=k)
     sc = to_arr(ints, 32)
     if form == "montgomery":
         sc = fr_to_mont(sc)
@@ -173,85 +173,6 @@ def test_scatter_in_bucket_passes(fake, gpu_msm, monkeypatch, c, k, per_pass):
             copy, i = divmod(int(e) & 0x7fffffff, n)
             got[i] += (-1 if int(e) >> 31 else 1) * (j + 1) << ((copy * plan.Wk + w1) * c)
     assert got == ints
-
-
-def _check_sorted_entries(plan, off, ent, ints):
-    """Every scalar rebuilt from the sorted entries (each digit once, in its bucket and copy)."""
-    n, got = len(ints), [0] * len(ints)
-    for b in range(plan.nb):
-        w1, j = divmod(b, plan.H)
-        for e in ent[int(off[b]): int(off[b + 1])]:
-            copy, i = divmod(int(e) & 0x7fffffff, n)
-            got[i] += (-1 if int(e) >> 31 else 1) * (j + 1) << ((copy * plan.Wk + w1) * plan.c)
-    assert got == ints
-
-
-@pytest.mark.parametrize("c,k,L,tmp", [(5, 1, 0, 7), (8, 2, 2, 40), (13, 1, 3, 1 << 20), (7, 2, 1, 13),
-                                       (16, 1, 10, 64), (4, 3, 1, 5)])
-@pytest.mark.parametrize("kind", ["uniform", "bits90", "ones", "real_tail", "small"])
-def test_binned_sort(fake, gpu_msm, monkeypatch, rng, c, k, L, tmp, kind):
-    """The binned sort (bins of 2^L buckets, passes over scalar ranges through a tmp of ``tmp``
-    entries, chunks of 2^L·_BIN_CHUNK entries cut inside bins) sorts exactly the reference's
-    entries: bucket sizes, every digit once, the scalars rebuilt, every count back to 0 (count()
-    with and without the warp's grouping)."""
-    M = gpu_msm
-    monkeypatch.setattr(M, "_BIN_MIN_L", L)
-    monkeypatch.setattr(M, "_BIN_TMP_MIN", tmp)
-    monkeypatch.setattr(M, "_BIN_CHUNK", 3)
-    monkeypatch.setattr(M, "_COUNT_AGG", int(kind not in ("ones", "bits90")))   # count() both ways
-    ints = [sum(int(w) << (64 * j) for j, w in enumerate(row)) for row in dist_scalars(rng, 37, kind)]
-    ints += [x % R for x in EDGE]
-    monkeypatch.setattr(M, "_BIN_PASS_MAX", tmp)
-    plan, off, ent = device_entries(fake, M, ints, c, "montgomery", k, sort="binned")
-    assert plan.sort == "binned" and plan.L == max(L, plan.nb.bit_length() - M._BIN_MAX_BITS)
-    assert len(M.bin_passes(plan)) == -(-len(ints) // max(1, tmp // plan.W))
-    _check_sorted_entries(plan, off, ent, ints)
-
-
-def test_bin_shape_and_sort_choice(gpu_msm, monkeypatch):
-    """bin_shape: 2^L buckets per bin covering [0, nb), at most 2^_BIN_MAX_BITS bins, L in range,
-    None past 2^22 buckets; msm_plan refuses "binned" there and unknown sorts anywhere."""
-    M = gpu_msm
-    for nb in (1, 2, 1000, 1 << 10, (1 << 10) + 1, 1 << 17, 3 << 19, 1 << 21, 1 << 22, (1 << 22) + 1, 3 << 21):
-        shape = M.bin_shape(nb)
-        if nb > 1 << 22:
-            assert shape is None
-            continue
-        L, nbin = shape
-        assert M._BIN_MIN_L <= L <= M._BIN_MAX_L and nbin <= 1 << M._BIN_MAX_BITS
-        assert (nbin - 1) << L < nb <= nbin << L
-    assert M.msm_plan(1 << 10, "g1", None, c=16, k=4, sort="binned").nbin == M.bin_shape(4 << 15)[1]
-    with pytest.raises(ValueError, match="2\\^22"):
-        M.msm_plan(1 << 10, "g1", None, c=24, sort="binned")
-    with pytest.raises(ValueError, match="sort must be"):
-        M.msm_plan(10, "g1", None, sort="radix")
-    monkeypatch.setattr(M, "_SORT", "binned")
-    assert M.default_sort(1 << 21) == "binned" and M.default_sort(1 << 23) == "atomic"
-    monkeypatch.setattr(M, "_SORT", "")
-    assert M.default_sort(1 << 21) == "atomic"
-
-
-@pytest.mark.parametrize("kind", ["uniform", "bits90", "real_tail"])
-@pytest.mark.parametrize("group", ["g1", "g2"])
-def test_msm_binned_sort_matches_cpu(gpu_msm, monkeypatch, rng, kind, group):
-    """Whole MSMs (plain, indexed, precomputed copies; G1 and G2) with the binned sort in several
-    passes and bins == the CPU."""
-    M = gpu_msm
-    if group == "g2" and not _g2_ready():
-        pytest.skip("cuzk._native._field.g2_xyzz_horner not built")
-    monkeypatch.setattr(M, "_SORT", "binned")
-    monkeypatch.setattr(M, "_BIN_MIN_L", 3)
-    monkeypatch.setattr(M, "_BIN_TMP_MIN", 100)
-    monkeypatch.setattr(M, "_BIN_PASS_MAX", 100)
-    n = 90
-    pts = points(group, n)
-    sc = dist_scalars(rng, n, kind)
-    fn = M.msm_g1 if group == "g1" else M.msm_g2
-    assert np.array_equal(fn(pts, sc, c=9), cpu_msm(pts, sc, group)), f"{group} {kind}"
-    assert np.array_equal(fn(pts, sc, c=6, k=3), cpu_msm(pts, sc, group)), f"{group} {kind} k=3"
-    idx = rng.integers(0, n, size=70).astype(np.uint32)
-    ifn = M.msm_g1_indexed if group == "g1" else M.msm_g2_indexed
-    assert np.array_equal(ifn(pts, sc[:70], idx, c=8), cpu_msm(pts, sc[:70], group, idx)), f"{group} {kind} idx"
 
 
 def test_scatter_passes_cover_the_buckets(gpu_msm):

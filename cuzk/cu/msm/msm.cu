@@ -7,9 +7,9 @@
 using namespace cuzk;
 
 extern "C" __global__ void cuzk_msm_count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c,
-                                          uint32_t W, uint32_t Wk, uint32_t mont, uint32_t agg)
+                                          uint32_t W, uint32_t Wk, uint32_t mont)
 {
-    msm::count(counts, scalars, n, c, W, Wk, mont, agg);
+    msm::count(counts, scalars, n, c, W, Wk, mont);
 }
 
 extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts, const uint64_t* off,
@@ -18,31 +18,6 @@ extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts,
                                             uint32_t b_lo, uint32_t b_hi)
 {
     msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont, b_lo, b_hi);
-}
-
-// The binned sort's steps (msm.cuh, "the binned sort"); dynamic shared memory: nbin words
-// (bin_count, bin_scatter), 12·2^L bytes (place).
-extern "C" __global__ void cuzk_msm_bin_count(uint32_t* bin_cnt, const uint32_t* scalars, uint32_t i_lo,
-                                              uint32_t i_hi, uint32_t c, uint32_t W, uint32_t Wk, uint32_t mont,
-                                              uint32_t L, uint32_t nbin)
-{
-    CUZK_DYN_SMEM(uint32_t, bc_hist);
-    msm::bin_count(bin_cnt, bc_hist, scalars, i_lo, i_hi, c, W, Wk, mont, L, nbin);
-}
-extern "C" __global__ void cuzk_msm_bin_scatter(uint2* tmp, uint32_t* bin_cur, const uint64_t* bin_off,
-                                                const uint32_t* scalars, const uint32_t* idx, uint32_t i_lo,
-                                                uint32_t i_hi, uint32_t N, uint32_t c, uint32_t W, uint32_t Wk,
-                                                uint32_t mont, uint32_t L, uint32_t nbin, uint32_t R)
-{
-    CUZK_DYN_SMEM(uint32_t, bs_hist);
-    msm::bin_scatter(tmp, bin_cur, bin_off, bs_hist, scalars, idx, i_lo, i_hi, N, c, W, Wk, mont, L, nbin, R);
-}
-extern "C" __global__ void cuzk_msm_place(uint32_t* entries, uint32_t* counts, const uint64_t* off,
-                                          const uint2* tmp, const uint64_t* bin_off, const uint64_t* chunk_seg,
-                                          uint32_t nbin, uint32_t L, uint32_t C)
-{
-    CUZK_DYN_SMEM(uint64_t, pl_smem);
-    msm::place(entries, counts, off, tmp, bin_off, chunk_seg, pl_smem, nbin, L, C);
 }
 
 // Prefix sums over the buckets (msm::tile_totals / scan_block / tile_apply): of the counts

@@ -154,10 +154,9 @@ CUZK_DEVICE uint32_t lane_id() { return threadIdx.x & 31u; }
 CUZK_DEVICE uint32_t bucket_peers(uint32_t b) { return __match_any_sync(__activemask(), b); }
 
 // counts[(w mod Wk)·2^(c−1) + m − 1] += 1 for every scalar i < n and non-zero digit ±m of
-// window w.  agg = 0: one atomic per entry, without the warp's grouping (uniform scalars rarely
-// share a bucket within a warp; A/B measurement, CUZK_MSM_COUNT_AGG).
+// window w.
 CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, uint32_t c, uint32_t W,
-                       uint32_t Wk, uint32_t mont, uint32_t agg)
+                       uint32_t Wk, uint32_t mont)
 {
     uint32_t D[DIGIT_LIMBS];
     digit_offset(D, c, W);
@@ -167,10 +166,6 @@ CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, ui
         load_scalar(s, scalars, i, mont);
         digit_base(t, s, D);
         for_each_digit(t, c, W, Wk, 0, nb, [&](uint32_t, uint32_t b, bool) {
-            if (!agg) {
-                atomicAdd(counts + b, 1u);
-                return;
-            }
             const uint32_t peers = bucket_peers(b);
             if (lane_id() == __ffs(peers) - 1) atomicAdd(counts + b, (uint32_t)__popc(peers));
         });
@@ -314,128 +309,6 @@ CUZK_DEVICE uint32_t bucket_of(const uint64_t* seg, uint32_t nb, uint64_t g)
         else hi = mid;
     }
     return lo;
-}
-
-// ---- the binned sort (plan sort "binned"): scatter's placement in two local steps
-// The atomic scatter pays, per entry, a global atomic with return on counts[b] and a 4-byte write
-// to a random place (passes over bucket ranges keep its write frontiers in L2: at 2^27 ~46 ps per
-// entry, 81 ms of the H MSM).  Here buckets are grouped into bins of 2^L consecutive buckets
-// (bin b >> L, nbin <= 2048 bins) and both steps work in shared memory, so a global atomic serves
-// a run of entries and the writes land in runs.  Over passes of scalars [i_lo, i_hi) (tmp holds
-// one pass's entries: (bucket, entry) words), after count() and the scan of counts (off):
-//   bin_count    bin_cnt[r] += the pass's entries in bin r: a shared histogram per block, then
-//                one global atomic per (block, non-empty bin)
-//   (host)       bin_off = the exclusive scan of bin_cnt (tmp's bin runs); bin_cnt zeroed again
-//   bin_scatter  per tile of R·blockDim.x scalars: its entries counted per bin in shared memory,
-//                one global atomic per (tile, non-empty bin) on bin_cnt reserving a run of tmp,
-//                then every entry (bucket, payload) to the next slot of its bin's run
-//   (host)       chunk_seg = the scan of ceil(bin entries / C): chunks of <= C entries of one bin
-//   place        per chunk: a shared histogram over the bin's 2^L buckets, one global atomic per
-//                (chunk, non-empty bucket) taking counts[b] down by the chunk's h entries (as
-//                scatter does) and reserving [off[b] + left − h, off[b] + left), then every entry
-//                to the next slot of its bucket's range.
-// The same contract as scatter: entries grouped by bucket in arbitrary order, counts back to 0.
-// Dynamic shared memory: nbin words (bin_count, bin_scatter), 12·2^L bytes (place).
-
-// Bin histogram of the pass's entries into bin_cnt (hist: nbin words of shared memory).
-CUZK_DEVICE void bin_count(uint32_t* bin_cnt, uint32_t* hist, const uint32_t* scalars, uint32_t i_lo,
-                           uint32_t i_hi, uint32_t c, uint32_t W, uint32_t Wk, uint32_t mont, uint32_t L,
-                           uint32_t nbin)
-{
-    for (uint32_t j = threadIdx.x; j < nbin; j += blockDim.x) hist[j] = 0;
-    __syncthreads();
-    uint32_t D[DIGIT_LIMBS];
-    digit_offset(D, c, W);
-    const uint32_t nb = Wk << (c - 1);
-    const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = i_lo + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < i_hi; i += step) {
-        uint32_t s[8], t[DIGIT_LIMBS];
-        load_scalar(s, scalars, (uint32_t)i, mont);
-        digit_base(t, s, D);
-        for_each_digit(t, c, W, Wk, 0, nb, [&](uint32_t, uint32_t b, bool) { atomicAdd(hist + (b >> L), 1u); });
-    }
-    __syncthreads();
-    for (uint32_t j = threadIdx.x; j < nbin; j += blockDim.x)
-        if (hist[j]) atomicAdd(bin_cnt + j, hist[j]);
-}
-
-// tmp[bin_off[r] + …] = (b, (copy·N + point) | NEG_BIT·(d < 0)) for every entry of the pass, bin
-// r = b >> L; bin_cur: nbin zeroed words (left at the bins' totals).  hist: nbin words of shared
-// memory.  Tiles of R·blockDim.x scalars, grid-stride; a tile reads its scalars twice (count,
-// then place), the second time from cache.
-CUZK_DEVICE void bin_scatter(uint2* tmp, uint32_t* bin_cur, const uint64_t* bin_off, uint32_t* hist,
-                             const uint32_t* scalars, const uint32_t* idx, uint32_t i_lo, uint32_t i_hi,
-                             uint32_t N, uint32_t c, uint32_t W, uint32_t Wk, uint32_t mont, uint32_t L,
-                             uint32_t nbin, uint32_t R)
-{
-    uint32_t D[DIGIT_LIMBS];
-    digit_offset(D, c, W);
-    const uint32_t nb = Wk << (c - 1);
-    const uint64_t tile = (uint64_t)R * blockDim.x;
-    for (uint64_t t0 = i_lo + blockIdx.x * tile; t0 < i_hi; t0 += gridDim.x * tile) {
-        const uint64_t t1 = t0 + tile < i_hi ? t0 + tile : i_hi;
-        for (uint32_t j = threadIdx.x; j < nbin; j += blockDim.x) hist[j] = 0;
-        __syncthreads();
-        for (uint64_t i = t0 + threadIdx.x; i < t1; i += blockDim.x) {
-            uint32_t s[8], t[DIGIT_LIMBS];
-            load_scalar(s, scalars, (uint32_t)i, mont);
-            digit_base(t, s, D);
-            for_each_digit(t, c, W, Wk, 0, nb, [&](uint32_t, uint32_t b, bool) { atomicAdd(hist + (b >> L), 1u); });
-        }
-        __syncthreads();
-        for (uint32_t j = threadIdx.x; j < nbin; j += blockDim.x) {
-            const uint32_t h = hist[j];                                   // the tile's run of bin j
-            if (h) hist[j] = (uint32_t)bin_off[j] + atomicAdd(bin_cur + j, h);
-        }
-        __syncthreads();
-        for (uint64_t i = t0 + threadIdx.x; i < t1; i += blockDim.x) {
-            uint32_t s[8], t[DIGIT_LIMBS];
-            load_scalar(s, scalars, (uint32_t)i, mont);
-            digit_base(t, s, D);
-            const uint32_t pt = idx ? load_once(idx + i) : (uint32_t)i;
-            for_each_digit(t, c, W, Wk, 0, nb, [&](uint32_t w, uint32_t b, bool neg) {
-                tmp[atomicAdd(hist + (b >> L), 1u)] = make_uint2(b, (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u));
-            });
-        }
-        __syncthreads();                                                  // before the next tile's zeroing
-    }
-}
-
-// entries[off[b] + …] = the payload of every tmp entry of the pass (bin_off, chunk_seg: the scans
-// above; chunk g of bin r = tmp [bin_off[r] + (g − chunk_seg[r])·C, …) within the bin).  smem:
-// 2^L 64-bit slots then 2^L counters.
-CUZK_DEVICE void place(uint32_t* entries, uint32_t* counts, const uint64_t* off, const uint2* tmp,
-                       const uint64_t* bin_off, const uint64_t* chunk_seg, uint64_t* smem, uint32_t nbin,
-                       uint32_t L, uint32_t C)
-{
-    const uint32_t nloc = 1u << L, mask = nloc - 1;
-    uint64_t* base = smem;
-    uint32_t* hist = reinterpret_cast<uint32_t*>(smem + nloc);
-    const uint64_t chunks = chunk_seg[nbin];
-    for (uint64_t g = blockIdx.x; g < chunks; g += gridDim.x) {
-        const uint32_t r = bucket_of(chunk_seg, nbin, g);
-        const uint64_t lo = bin_off[r] + (g - chunk_seg[r]) * C;
-        const uint64_t hi = lo + C < bin_off[r + 1] ? lo + C : bin_off[r + 1];
-        for (uint32_t j = threadIdx.x; j < nloc; j += blockDim.x) hist[j] = 0;
-        __syncthreads();
-        for (uint64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) atomicAdd(hist + (tmp[k].x & mask), 1u);
-        __syncthreads();
-        for (uint32_t j = threadIdx.x; j < nloc; j += blockDim.x) {
-            const uint32_t h = hist[j];
-            if (h) {
-                const uint32_t b = (r << L) + j;
-                base[j] = off[b] + atomicAdd(counts + b, 0u - h) - h;      // counts[b] before − h
-                hist[j] = 0;
-            }
-        }
-        __syncthreads();
-        for (uint64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
-            const uint2 e = tmp[k];
-            const uint32_t j = e.x & mask;
-            entries[base[j] + atomicAdd(hist + j, 1u)] = e.y;
-        }
-        __syncthreads();                                                  // before the next chunk
-    }
 }
 
 // One segment step.  Bucket b holds items [off[b], off[b+1]); its segment g − seg[b] covers
