@@ -25,6 +25,7 @@
 #   stageab prepared (the batch level 0's loads staged in shared memory), no machine left to run it
 # Session 17: stageab (staged loads: level 0 +4.3 % at 2^27, +4.8 % at 2^24; kernel and step removed) / tests /
 #   karaab (the Fq product with one level of Karatsuba, 736e3dd: level 0 +2.7 % at 2^27; product and step removed)
+# Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -50,6 +51,12 @@ for step in "${@:-all}"; do
                 --json "$OUT/wide25.json" 2>&1 | tee "$OUT/wide25.log" | tail -6
            timeout 360 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform,bits90,real_tail --c auto,16 --k 2,4 \
                 --no-check --runs 3 --json "$OUT/wide27.json" 2>&1 | tee "$OUT/wide27.log" | tail -26 ;;
+    wk1) # every window on one bucket set (k = W copies, Wk = 1: Yrrid's 12 copies and one 22-bit window) against the
+         # defaults: G1 2^24 (== CPU) c = 16 / 20 / 22 with k = 4 / 12 / 13, and 2^26 c = 20 / 22
+         CUZK_MSM_PROFILE=1 timeout 260 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90 --c 16,20,22 \
+              --k 4,12,13 --runs 5 --json "$OUT/wk1_24.json" 2>&1 | tee "$OUT/wk1_24.log" | tail -18
+         CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform --c 20,22 --k 4,12,13 \
+              --no-check --runs 3 --json "$OUT/wk1_26.json" 2>&1 | tee "$OUT/wk1_26.log" | tail -7 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;
