@@ -102,6 +102,9 @@ def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, 
         if key not in cache:
             for tb, _ in cache.values():                   # one table at a time (memory)
                 tb.free(s)
+            if cache:                                      # its bytes back to the device: the next
+                s.synchronize()                            # table may be larger (k = 12 at 2^26: 72 GiB)
+                st.pool.trim(0)
             cache.clear()
             tb = st.pool.alloc(plan.precompute_bytes, s)
             pre_ms, _ = timed(st, s, lambda: M.precompute_bases(plan, s, d_pts.ptr, tb.ptr), 1)
