@@ -25,7 +25,8 @@
 #   stageab prepared (the batch level 0's loads staged in shared memory), no machine left to run it
 # Session 17: stageab (staged loads: level 0 +4.3 % at 2^27, +4.8 % at 2^24; kernel and step removed) / tests /
 #   karaab (the Fq product with one level of Karatsuba, 736e3dd: level 0 +2.7 % at 2^27; product and step removed)
-# Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1
+# Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1 /
+#   k13e24
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -57,6 +58,11 @@ for step in "${@:-all}"; do
               --k 4,12,13 --runs 5 --json "$OUT/wk1_24.json" 2>&1 | tee "$OUT/wk1_24.log" | tail -18
          CUZK_MSM_PROFILE=1 timeout 300 python3 bench/bench_gpu_msm.py --g1 26 --g2 '' --kinds uniform --c 20,22 --k 4,12,13 \
               --no-check --runs 3 --json "$OUT/wk1_26.json" 2>&1 | tee "$OUT/wk1_26.log" | tail -7 ;;
+    k13e24) # the engine at 2^24 with the H MSM on one bucket set (precompute auto: k = 13, c = 20) against the
+            # previous default (k = 4, c = 16), same run
+            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
+                --stage-options "precompute=4;precompute=auto" --backend cuda --cache-dir memory \
+                --json "$OUT/k13e24.json" 2>&1 | tee "$OUT/k13e24.log" | tail -14 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;

@@ -658,20 +658,26 @@ def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1, indexe
 # wide window would hold one point each).  H200 (bench/RESULTS.md), uniform, batch level 0:
 # 2^27 k = 4 c = 20 669.8 ms (session 15) vs c = 16 756.2 (session 16); 2^26 k = 2 374.5 vs
 # 392.9 (session 9); 2^24 k = 4 c = 16 102.6 vs c = 20 110.4 (session 9), so 2^24 keeps 16.
-# The prover's H MSM has its own table (_stages/_cuda.py _AUTO_H: c = 20 at 2^27).
+# The prover's H MSM has its own table (_stages/_cuda.py _AUTO_H: c = 20 at 2^27).  With k = W(20)
+# = 13 copies every window shares one bucket set (Wk = 1) and c = 20 pays from 2^24 on (session
+# 18: 2^24 91.03 ms against c = 16's 101.88 with k = 4 and 103.69 with k = 13; 2^26 328.12 against
+# 353.99 with k = 4): _G1_ONE_SET_MIN.  2^23 and below not measured.
 _G1_WIDE_MIN, _G1_WIDE_C = 1 << 26, 20
+_G1_ONE_SET_MIN = 1 << 24
 
 
 def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
     """The default window width of an MSM of these host ``scalars`` (uint64 (n, 4) in
-    ``scalar_form``): ``_G1_WIDE_C`` for plain G1 MSMs of at least ``_G1_WIDE_MIN`` scalars that
-    a sample shows are not mostly small (``_skewed``), else ``window_bits(n, k)``."""
+    ``scalar_form``): ``_G1_WIDE_C`` for plain G1 MSMs that a sample shows are not mostly small
+    (``_skewed``) of at least ``_G1_WIDE_MIN`` scalars, or of ``_G1_ONE_SET_MIN`` with k = W(20)
+    copies (one bucket set), else ``window_bits(n, k)``."""
     return _window(group, scalars.shape[0], k, indexed, _skewed(scalars, scalar_form))
 
 
 def _window(group, n, k, indexed, skewed):
     """``sampled_window``'s choice for n scalars that ``_skewed`` found skewed or not."""
-    wide = group == "g1" and not indexed and n >= _G1_WIDE_MIN and k <= _windows(_G1_WIDE_C)[0]
+    W = _windows(_G1_WIDE_C)[0]
+    wide = group == "g1" and not indexed and k <= W and (n >= _G1_WIDE_MIN or (k == W and n >= _G1_ONE_SET_MIN))
     return _G1_WIDE_C if wide and not skewed else window_bits(n, k)
 
 

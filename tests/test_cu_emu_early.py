@@ -434,8 +434,8 @@ class _Free:
 
 
 @pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (16, 16)), (20, (16, 16)),
-                                     (21, (8, 16)), (22, (8, 16)), (23, (4, None)), (24, (4, None)),
-                                     (25, (2, None)), (26, (2, None)), (27, (4, 20))])
+                                     (21, (8, 16)), (22, (8, 16)), (23, (4, None)), (24, (13, 20)),
+                                     (25, (13, 20)), (26, (13, 20)), (27, (4, 20))])
 def test_auto_h_msm_by_size(lg, want):
     """The measured choice per domain (cuzk/_stages/_cuda.py _AUTO_H) when the budget has room."""
     from cuzk._stages._cuda import auto_h_msm
@@ -446,8 +446,9 @@ def test_auto_h_msm_by_size(lg, want):
 
 
 def test_auto_h_msm_fits_the_budget():
-    """Copies are dropped (4 → 2 → 1) until two partitions still fit beside the key; an explicit
-    window is kept; without copies the table's window (20 at 2^27) gives way to the cost model."""
+    """13 copies at c = 20 where they fit whole, else the next choice, its copies dropped (4 → 2 →
+    1) until two partitions still fit beside the key; an explicit window is kept (and skips the
+    13-copy choice); without copies the table's window (20 at 2^27) gives way to the cost model."""
     from cuzk._stages._cuda import auto_h_msm
     dev = SimpleNamespace(sm_count=132)
     n = 1 << 24
@@ -456,7 +457,9 @@ def test_auto_h_msm_fits_the_budget():
     base = 10 << 30
     scratch = 6 << 30                       # > 2 x the H MSM's scratch (2.4 GiB at k = 4 with batch lanes)
     roomy = base + 3 * H + 2 * part + scratch
-    assert auto_h_msm(n, n - 1, dev, _Free(roomy), base) == (4, None)
+    assert auto_h_msm(n, n - 1, dev, _Free(base + 12 * H + 2 * part + scratch), base) == (13, 20)
+    assert auto_h_msm(n, n - 1, dev, _Free(roomy), base) == (4, None)     # 13 copies do not fit: the next choice
+    assert auto_h_msm(n, n - 1, dev, None, 0, c=16) == (4, 16)           # an explicit window skips (13, 20)
     k, _ = auto_h_msm(n, n - 1, dev, _Free(base + 2 * H + 2 * part + scratch), base)
     assert k == 2
     assert auto_h_msm(n, n - 1, dev, _Free(base + part), base) == (1, None)

@@ -345,8 +345,9 @@ def test_default_balance_by_group_and_indexing(gpu_msm):
 def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
     """``sampled_window``: plain G1 MSMs of uniform scalars from ``_G1_WIDE_MIN`` on take
     c = ``_G1_WIDE_C``; skewed scalars (mostly < 2^16), G2, indexed (tail) MSMs, fewer scalars or
-    more copies than that width has windows keep ``window_bits``.  At the real threshold (2^26
-    scalars: one row broadcast, no 2 GB array) and, lowered, on sampled distributions."""
+    more copies than that width has windows keep ``window_bits``; with exactly W(20) copies the
+    threshold is ``_G1_ONE_SET_MIN``.  At the real thresholds (2^26 and 2^24 scalars: one row
+    broadcast, no 2 GB array) and, lowered, on sampled distributions."""
     M = gpu_msm
     assert M._G1_WIDE_MIN >= 1 << 25 and M._G1_WIDE_C > M._C_AUTO_MAX
     n = M._G1_WIDE_MIN
@@ -355,11 +356,16 @@ def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
     assert M.sampled_window("g1", wide) == M._G1_WIDE_C
     assert M.sampled_window("g1", wide, k=4) == M._G1_WIDE_C
     assert M.sampled_window("g1", wide[:n - 1]) == M.window_bits(n - 1) <= M._C_AUTO_MAX
+    one = M._G1_ONE_SET_MIN                        # k = W(20) copies: one bucket set, wide from here on
+    W20 = -(-256 // M._G1_WIDE_C)
+    assert M._G1_ONE_SET_MIN < M._G1_WIDE_MIN
+    assert M.sampled_window("g1", wide[:one], k=W20) == M._G1_WIDE_C
+    assert M.sampled_window("g1", wide[:one], k=W20 - 1) == M.window_bits(one, W20 - 1) <= M._C_AUTO_MAX
+    assert M.sampled_window("g1", wide[:one - 1], k=W20) == M.window_bits(one - 1, W20)
+    assert M.sampled_window("g1", wide, k=W20 + 1) == M.window_bits(n, W20 + 1)
     assert M.sampled_window("g1", np.broadcast_to(np.array([[5, 0, 0, 0]], np.uint64), (n, 4))) == M.window_bits(n)
     assert M.sampled_window("g2", wide) == M.window_bits(n)
     assert M.sampled_window("g1", wide, indexed=True) == M.window_bits(n)
-    W20 = -(-256 // M._G1_WIDE_C)
-    assert M.sampled_window("g1", wide, k=W20 + 1) == M.window_bits(n, W20 + 1)
     monkeypatch.setattr(M, "_G1_WIDE_MIN", 1 << 12)
     m = 1 << 13
     for kind in KINDS:

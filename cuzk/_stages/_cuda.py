@@ -1113,27 +1113,43 @@ class CudaStages(CpuStages):
 # ``abc_scratch`` 12.53 s against 12.70 with k = 2 (same run).  Below 2^16 no copies (~1 ms MSMs).
 # k copies of a 2^d-point H cost (k − 1)·2^d·96 bytes: 1.4 GiB at 2^20 with 16, 2.6 GiB at 2^22,
 # 36 GiB at 2^27 with 4 (the budget halves k where that leaves no room for two partitions).
-_AUTO_H = ((1 << 16, 1, None), (1 << 21, 16, 16), (1 << 23, 8, 16), (1 << 25, 4, None),
-           (1 << 27, 2, None), (1 << 64, 4, 20))
+# Session 18 (the MSM alone, uniform, batch level 0): every window on one bucket set, c = 20 with
+# k = 13 copies (W = 13, so Wk = 1: one scatter pass range, one window's reduction, 13 entries per
+# scalar against c = 16's 16): 2^24 91.03 ms against 101.88 (c = 16, k = 4) and 103.69 (c = 16,
+# k = 13); 2^26 328.12 against 353.99 (c = 20, k = 4); c = 22 with k = 12 107.27 / 340.56.  It
+# costs 12 copies (18 GiB at 2^24, 72 at 2^26, 144 at 2^27: not on a 141 GB card), so it is tried
+# first and, where it does not fit whole, the earlier choice follows (a halved k would leave Wk > 1
+# at c = 20: 2^24 k = 4 c = 20 109.74).  Entries: (limit, choice, ...): domains below limit try
+# each (k, c) in turn at full k; the last one's k is halved until it fits.
+_WK1 = (13, 20)
+_AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 24, (4, None)),
+           (1 << 25, _WK1, (4, None)), (1 << 27, _WK1, (2, None)), (1 << 64, (4, 20)))
 
 
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
     """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
-    (``_AUTO_H``; an explicit ``c`` wins), with k halved (… → 4 → 2 → 1) until the key's
-    ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two partitions of
-    this domain in flight (a, b, c, H's output and the H MSM's scratch each; with
+    (``_AUTO_H``; an explicit ``c`` wins, and skips the choices that come with their own window),
+    the first that fits whole, else the last with k halved (… → 4 → 2 → 1), where fitting means
+    that the key's ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two
+    partitions of this domain in flight (a, b, c, H's output and the H MSM's scratch each; with
     ``abc_scratch`` only the scratch that a, b, c's buffer cannot hold)."""
     from .. import _cuda_msm
-    for limit, k, cw in _AUTO_H:
+    for limit, *choices in _AUTO_H:
         if domain < limit:
             break
     free = None if budget is None else budget.free
-    while k > 1 and nh:
+
+    def fits(k, cw):
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
         extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
         per_part = 4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
-        if free is None or base_bytes + extra + 2 * per_part <= free:
-            break
+        return free is None or base_bytes + extra + 2 * per_part <= free
+
+    *first, (k, cw) = choices
+    for kf, cf in first:
+        if c is None and nh and fits(kf, cf):
+            return kf, cf
+    while k > 1 and nh and not fits(k, cw):
         k //= 2
     # the table's window belongs to its k: without copies the cost model's is the measured best
     return k, (c if c is not None else (cw if k > 1 else None))
