@@ -496,7 +496,7 @@ def test_precompute_auto_only_for_lasting_keys(fake, monkeypatch, circuit):
     from cuzk._prover import prove
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
-    monkeypatch.setattr(sc, "_AUTO_H", ((1 << 4, 1, None), (1 << 64, 2, None)))
+    monkeypatch.setattr(sc, "_AUTO_H", ((1 << 4, (1, None)), (1 << 64, (2, None))))
     pk, asg = circuit
     st = CudaStages(threads=2, b_g2="gpu")
     seen = []
