@@ -39,7 +39,7 @@ from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
-           "default_balance", "sampled_balance", "sampled_window", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
+           "default_balance", "sampled_balance", "sampled_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
@@ -664,6 +664,9 @@ def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1, indexe
 # 353.99 with k = 4): _G1_ONE_SET_MIN.  2^23 and below not measured.
 _G1_WIDE_MIN, _G1_WIDE_C = 1 << 26, 20
 _G1_ONE_SET_MIN = 1 << 24
+# (k, c) that puts every window of a G1 MSM on one bucket set: W(_G1_WIDE_C) copies at that width
+# (also the prover's H MSM choice, _stages/_cuda.py _AUTO_H).
+G1_ONE_SET = (_windows(_G1_WIDE_C)[0], _G1_WIDE_C)
 
 
 def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
@@ -676,7 +679,7 @@ def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
 
 def _window(group, n, k, indexed, skewed):
     """``sampled_window``'s choice for n scalars that ``_skewed`` found skewed or not."""
-    W = _windows(_G1_WIDE_C)[0]
+    W = G1_ONE_SET[0]
     wide = group == "g1" and not indexed and k <= W and (n >= _G1_WIDE_MIN or (k == W and n >= _G1_ONE_SET_MIN))
     return _G1_WIDE_C if wide and not skewed else window_bits(n, k)
 

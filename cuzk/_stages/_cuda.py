@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
 from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, precompute_arg,
@@ -1121,9 +1122,8 @@ class CudaStages(CpuStages):
 # first and, where it does not fit whole, the earlier choice follows (a halved k would leave Wk > 1
 # at c = 20: 2^24 k = 4 c = 20 109.74).  Entries: (limit, choice, ...): domains below limit try
 # each (k, c) in turn at full k; the last one's k is halved until it fits.
-_WK1 = (13, 20)
 _AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 24, (4, None)),
-           (1 << 25, _WK1, (4, None)), (1 << 27, _WK1, (2, None)), (1 << 64, (4, 20)))
+           (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (4, 20)))
 
 
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
