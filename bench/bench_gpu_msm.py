@@ -4,6 +4,7 @@
                                   [--c auto|16,18,20] [--segment 64|32,64,128] [--k 1|1,4,8]
                                   [--balance bucket|bucket,flat] [--scatter-buckets auto|17,19,32]
                                   [--form montgomery|canonical] [--runs 5] [--no-check] [--json F]
+                                  [--peer LIB]
 
 Bases and scalars are on the device before timing (the prover's resident SRS; scalars as the
 NTT leaves them, Montgomery by default).  Each row: one warm-up, then --runs timed MSMs, the
@@ -21,9 +22,22 @@ measurement).  Bases: a random set of 2^18 points (fixed-base multiplication on 
 n — the MSM's time does not depend on the bases being distinct.  Each (group, n, kind) is checked
 against the CPU MSM (cuzk._native._msm, all cores) unless --no-check.  The table is printed last;
 sppark's figures (issue 9: H200, 2026-12-01, points and scalars on the device) for comparison.
+
+--peer LIB times a peer G1 MSM in the same process, on the same points and scalars: a shared
+library (built by whoever runs the comparison, outside this repository) with the C functions
+  int peer_msm_g1(const void* points, size_t n, const void* scalars, int mont, int runs,
+                  double* ms, void* out)   /* points: n affine Montgomery rows of 12 words (the
+                  layout cuzk uses); scalars: n rows of 4 words, Montgomery when mont; the peer
+                  keeps both on the device, then times `runs` MSMs host to host (ms[i]) and
+                  writes the last sum to out as Jacobian Montgomery X, Y, Z (6 words each) */
+  size_t peer_point_bytes(void)          /* 144 */
+Its column "peer ms" is the median of the runs after one warm-up (wall clock: the peer's own
+finish on the host included, as cuzk's "gpu + host"); "peer ok" says whether its sum equals the
+CPU's (or cuzk's when --no-check).
 """
 
 import argparse
+import ctypes
 import itertools
 import json
 import os
@@ -35,6 +49,7 @@ import numpy as np
 
 from cuzk import _cuda_msm as M
 from cuzk._assignment import fr_to_mont
+from cuzk._constants import FQ_MODULUS, fq_from_mont_int, fq_to_mont_int
 from cuzk._cuda_pending import XYZZ_WORDS
 from cuzk._msm_dists import KINDS, scalars as dist_scalars
 from cuzk._native import _driver as d
@@ -126,12 +141,55 @@ def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, 
     finally:
         del pinned          # freed with its last view (PendingPoints hold views)
     row["same"] = None if want is None else bool(np.array_equal(got, want))
+    row["_got"] = got
     sp = SPPARK.get((group, row["lg"], kind))
     row["sppark_ms"] = sp
     return row
 
 
 _SCATTER_DEFAULT = M._SCATTER_BUCKETS
+
+
+def _limbs_int(words):
+    return sum(int(w) << (64 * i) for i, w in enumerate(words))
+
+
+def _jacobian_to_affine_words(jac):
+    """Jacobian Montgomery (X, Y, Z: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
+    X, Y, Z = (fq_from_mont_int(_limbs_int(jac[6 * i:6 * i + 6])) for i in range(3))
+    out = np.zeros(12, dtype=np.uint64)
+    if Z == 0:
+        return out
+    zi = pow(Z, -1, FQ_MODULUS)
+    for i, v in enumerate((X * zi * zi % FQ_MODULUS, Y * zi * zi * zi % FQ_MODULUS)):
+        m = fq_to_mont_int(v)
+        out[6 * i:6 * i + 6] = [(m >> (64 * j)) & (2**64 - 1) for j in range(6)]
+    return out
+
+
+class Peer:
+    """A peer G1 MSM loaded from a shared library (``--peer``; the C ABI in this module's doc)."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(os.path.abspath(path))
+        self.lib.peer_msm_g1.restype = ctypes.c_int
+        self.lib.peer_msm_g1.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
+                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.peer_point_bytes.restype = ctypes.c_size_t
+        if self.lib.peer_point_bytes() != 144:
+            raise ValueError(f"{path}: peer_point_bytes() = {self.lib.peer_point_bytes()}, expected 144")
+
+    def time(self, pts, sc_dev_form, mont, runs):
+        """(median ms of runs after one warm-up, affine Montgomery words of the sum)."""
+        pts = np.ascontiguousarray(pts)
+        sc = np.ascontiguousarray(sc_dev_form)
+        ms = np.zeros(runs + 1, dtype=np.float64)
+        out = np.zeros(18, dtype=np.uint64)
+        rc = self.lib.peer_msm_g1(pts.ctypes.data, pts.shape[0], sc.ctypes.data, int(mont), runs + 1,
+                                  ms.ctypes.data, out.ctypes.data)
+        if rc != 0:
+            raise RuntimeError(f"peer_msm_g1 returned {rc}")
+        return statistics.median(ms[1:]), _jacobian_to_affine_words(out)
 
 
 def main(argv=None):
@@ -151,6 +209,7 @@ def main(argv=None):
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--no-check", action="store_true", help="skip the CPU comparison")
     p.add_argument("--json", default=None)
+    p.add_argument("--peer", default=None, help="a peer MSM library to time beside cuzk (G1; see above)")
     args = p.parse_args(argv)
     if args.quick:
         args.g1, args.g2, args.kinds, args.runs = "20", "16", "uniform,bits90", 3
@@ -167,6 +226,7 @@ def main(argv=None):
     combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances, scat))
     sizes = [("g1", lg) for lg in _ints(args.g1)] + [("g2", lg) for lg in _ints(args.g2)]
     print(f"{dev.name}; CPU: {os.cpu_count()} cores; scalars {args.form}; runs {args.runs}", flush=True)
+    peer = Peer(args.peer) if args.peer else None
     rows, all_ok, base_cache = [], True, {}
     rng = np.random.default_rng(21)
     for group, lg in sizes:
@@ -183,6 +243,10 @@ def main(argv=None):
             d_sc = st.pool.alloc(dev_form.nbytes, s)
             h2d_ms, _ = timed(st, s, lambda: d.copy_htod(d_sc, pin.ptr, dev_form.nbytes, s), args.runs)
             want = None if args.no_check else _msm.msm(pts, sc, group)
+            peer_ms = peer_sum = None
+            if peer is not None and group == "g1":
+                peer_ms, peer_sum = peer.time(pts, dev_form, args.form == "montgomery", args.runs)
+                print(f"  {group} 2^{lg} {kind:9s} peer: {peer_ms:.2f} ms", flush=True)
             for c, seg, k, bal, sb in combos:
                 try:
                     row = bench_one(st, s, group, n, d_pts, d_sc, sc, kind, c, seg, k, args.form, args.runs,
@@ -191,6 +255,12 @@ def main(argv=None):
                     print(f"  {group} 2^{lg} {kind} c={c} S={seg} k={k}: skipped ({e})", flush=True)
                     continue
                 row["h2d_ms"] = h2d_ms
+                row["peer_ms"] = peer_ms
+                if peer_sum is not None:
+                    ref = want if want is not None else row.pop("_got")
+                    row["peer_same"] = bool(np.array_equal(peer_sum, ref))
+                    all_ok &= row["peer_same"]
+                row.pop("_got", None)
                 all_ok &= row["same"] is not False
                 rows.append(row)
                 print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']}: gpu {row['gpu_ms']:.2f} ms, "
@@ -212,7 +282,9 @@ def main(argv=None):
         print(f"{r['group']:3s} 2^{r['lg']:<3d} {r['kind']:9s} {r['c']:2d} {r['S']:4d} {r['k']:2d} {r['Wk']:2d} "
               f"{r['balance']:>6s} {r['sb'].bit_length() - 1:3d} "
               f"{r['gpu_ms']:8.2f} {r['host_ms']:7.2f} {r['h2d_ms']:6.2f} {pre} {r['pre_gib']:7.2f} "
-              f"{r['scratch_gib']:7.2f} {sp} {r['same']}")
+              f"{r['scratch_gib']:7.2f} {sp} {r['same']}"
+              + (f" {r['peer_ms']:8.2f} {(r['gpu_ms'] + r['host_ms']) / r['peer_ms']:9.3f} {r.get('peer_same')}"
+                 if r.get("peer_ms") else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=dev.name, cores=os.cpu_count(), form=args.form, runs=args.runs, rows=rows), f,

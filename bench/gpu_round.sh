@@ -27,6 +27,7 @@
 #   karaab (the Fq product with one level of Karatsuba, 736e3dd: level 0 +2.7 % at 2^27; product and step removed)
 # Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1 /
 #   k13e24
+# Session 19: tests peer / peer27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -63,6 +64,16 @@ for step in "${@:-all}"; do
             timeout 300 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
                 --stage-options "precompute=4;precompute=auto" --backend cuda --cache-dir memory \
                 --json "$OUT/k13e24.json" 2>&1 | tee "$OUT/k13e24.log" | tail -14 ;;
+    peer) # a peer G1 MSM beside cuzk's in one process (bench_gpu_msm.py --peer; $PEER_LIB: a library built by the
+          # caller outside the repository, e.g. sppark's msm_t behind the C ABI in bench_gpu_msm.py's doc):
+          # 2^20-2^24 checked against the CPU, 2^26 and 2^27 against cuzk's own sum
+          timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20,22,24 --g2 '' --kinds uniform,bits90,real_tail \
+               --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -30 ;;
+    peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
+          timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
+               --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9
+          timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 27 --g2 '' --kinds uniform,bits90 --k 1,4 \
+               --no-check --runs 3 --json "$OUT/peer27.json" 2>&1 | tee "$OUT/peer27.log" | tail -7 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;
