@@ -3,7 +3,7 @@ multiplication (cuzk._cuda_fixed_base) vs the CPU's.
 
     python bench/bench_gpu_batch.py [--g1 20,24,27] [--g2 20,24] [--density 0.9[,0.45]] [--runs 7]
                                     [--kind auto|xyzz,affine] [--lane-bits auto|8,16,32,64]
-                                    [--fixed 20,22] [--check-max 24] [--json F]
+                                    [--fixed 20,22] [--check-max 24] [--json F] [--peer LIB]
 
 Batch addition: points and bitmap already on the device (the resident SRS of the prover);
 timed with CUDA events around ``enqueue_batch_add`` alone (kernel + the copy of the block
@@ -15,6 +15,8 @@ GPU fixed-base kernel) tiled up to 2^lg on the device; each bit set with probabi
 up to 2^--check-max are checked byte-equal against the CPU's batch_add.
 Fixed base: whole calls (upload scalars, kernels, download), wall clock, vs the CPU path on
 all cores, results checked equal.
+--peer LIB: a peer's G1 batch addition timed in the same process on the same points and bitmap
+(the C ABI in bench_gpu_msm.py's doc, ``peer_batch_add_g1``), its sum checked against cuzk's.
 """
 
 import argparse
@@ -58,7 +60,7 @@ def bits_for(rng, n, density):
     return out
 
 
-def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None):
+def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None, peer=None):
     n = 1 << lg
     base_n = 1 << min(lg, 22)
     pts = F.fixed_base_mul(None, rand_scalars(rng, base_n), group)
@@ -97,8 +99,12 @@ def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None)
     d_bits.free(s)
     s.synchronize()
     del pinned          # freed with its last view (PendingPoints hold views)
+    peer_ms = peer_same = None
+    if peer is not None and group == "g1":
+        peer_ms, peer_sum = peer.batch_add(pts, n, bits, runs)
+        peer_same = bool(np.array_equal(peer_sum, got))
     set_bits = popcount_words(bits)
-    return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
+    return {"peer_ms": peer_ms, "peer_same": peer_same,"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
             "lane_bits": plan.lane_bits, "scratch_mib": plan.scratch_bytes / 2**20,
             "blocks": plan.blocks, "threads": plan.threads, "gpu_ms": statistics.median(ms),
             "gpu_ms_all": ms, "host_horner_ms": statistics.median(horner), "same": same}
@@ -132,6 +138,7 @@ def main(argv=None):
     p.add_argument("--fixed", default="20,22", help="fixed-base sizes (log2), G1 and G2; '' = none")
     p.add_argument("--check-max", type=int, default=24)
     p.add_argument("--json", default=None)
+    p.add_argument("--peer", default=None, help="a peer batch-addition library to time beside cuzk (G1)")
     args = p.parse_args(argv)
     ok, why = d.probe()
     if not ok:
@@ -140,6 +147,10 @@ def main(argv=None):
     rng = np.random.default_rng(27)
     dev = d.Device.get(0)
     print(f"{dev.name}; {dev.sm_count} SMs; CPU: {os.cpu_count()} cores")
+    peer = None
+    if args.peer:
+        from bench_gpu_msm import Peer                 # bench/ is the script's directory
+        peer = Peer(args.peer)
     rows, all_ok = [], True
     kinds = [None if k == "auto" else k for k in args.kind.split(",") if k]
     lanes = [None if b == "auto" else int(b) for b in args.lane_bits.split(",") if b]
@@ -150,13 +161,15 @@ def main(argv=None):
             for density in (float(x) for x in args.density.split(",") if x):
                 for kind in kinds:
                     for lb in (lanes if kind != "xyzz" else [None]):
-                        r = bench_batch(group, lg, density, args.runs, lg <= args.check_max, rng, kind, lb)
+                        r = bench_batch(group, lg, density, args.runs, lg <= args.check_max, rng, kind, lb, peer)
                         if r["kind"] == "xyzz" and lb is not None:
                             continue               # auto picked xyzz: the lane sweep is moot
                         rows.append(("batch_add", r))
-                        all_ok &= r["same"] is not False
+                        all_ok &= r["same"] is not False and r["peer_same"] is not False
                         print(f"{group:>5s} {'2^%d' % lg:>6s} {density:5.2f} {r['kind']:>6s} {r['lane_bits']:3d} "
-                              f"{r['blocks']:6d} {r['gpu_ms']:9.3f} {r['host_horner_ms']:8.3f}  {r['same']}",
+                              f"{r['blocks']:6d} {r['gpu_ms']:9.3f} {r['host_horner_ms']:8.3f}  {r['same']}"
+                              + (f"  peer {r['peer_ms']:.3f} ms (cuzk / peer {r['gpu_ms'] / r['peer_ms']:.3f}, "
+                                 f"peer same {r['peer_same']})" if r["peer_ms"] else ""),
                               flush=True)
                         if group == "g1" and lg == 27 and density == 0.9:
                             print(f"      sppark 2^27 G1 90 %: {SPPARK_G1_2_27_MS} ms "

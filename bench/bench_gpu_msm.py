@@ -31,6 +31,11 @@ library (built by whoever runs the comparison, outside this repository) with the
                   keeps both on the device, then times `runs` MSMs host to host (ms[i]) and
                   writes the last sum to out as Jacobian Montgomery X, Y, Z (6 words each) */
   size_t peer_point_bytes(void)          /* 144 */
+and, for bench_gpu_batch.py --peer,
+  int peer_batch_add_g1(const void* base_points, size_t base_n, size_t n, const void* bits, int runs,
+                        double* ms, void* out)   /* Σ of the n points (base_points tiled on the
+                        device) whose bit is set (bits: LSB first); ms[i]: kernel + the copy of its
+                        partials, events; out: XYZZ Montgomery X, Y, ZZ, ZZZ (6 words each) */
 Its column "peer ms" is the median of the runs after one warm-up (wall clock: the peer's own
 finish on the host included, as cuzk's "gpu + host"); "peer ok" says whether its sum equals the
 CPU's (or cuzk's when --no-check).
@@ -154,17 +159,35 @@ def _limbs_int(words):
     return sum(int(w) << (64 * i) for i, w in enumerate(words))
 
 
-def _jacobian_to_affine_words(jac):
-    """Jacobian Montgomery (X, Y, Z: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
-    X, Y, Z = (fq_from_mont_int(_limbs_int(jac[6 * i:6 * i + 6])) for i in range(3))
+def _affine_words(x, y):
+    """Affine Montgomery words (12) of canonical x, y."""
     out = np.zeros(12, dtype=np.uint64)
-    if Z == 0:
-        return out
-    zi = pow(Z, -1, FQ_MODULUS)
-    for i, v in enumerate((X * zi * zi % FQ_MODULUS, Y * zi * zi * zi % FQ_MODULUS)):
+    for i, v in enumerate((x, y)):
         m = fq_to_mont_int(v)
         out[6 * i:6 * i + 6] = [(m >> (64 * j)) & (2**64 - 1) for j in range(6)]
     return out
+
+
+def _fq_words(words, count):
+    """``count`` canonical Fq ints from consecutive 6-word Montgomery values."""
+    return [fq_from_mont_int(_limbs_int(words[6 * i:6 * i + 6])) for i in range(count)]
+
+
+def _jacobian_to_affine_words(jac):
+    """Jacobian Montgomery (X, Y, Z: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
+    X, Y, Z = _fq_words(jac, 3)
+    if Z == 0:
+        return np.zeros(12, dtype=np.uint64)
+    zi = pow(Z, -1, FQ_MODULUS)
+    return _affine_words(X * zi * zi % FQ_MODULUS, Y * zi * zi * zi % FQ_MODULUS)
+
+
+def _xyzz_to_affine_words(p):
+    """XYZZ Montgomery (X, Y, ZZ, ZZZ: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
+    X, Y, ZZ, ZZZ = _fq_words(p, 4)
+    if ZZ == 0:
+        return np.zeros(12, dtype=np.uint64)
+    return _affine_words(X * pow(ZZ, -1, FQ_MODULUS) % FQ_MODULUS, Y * pow(ZZZ, -1, FQ_MODULUS) % FQ_MODULUS)
 
 
 class Peer:
@@ -190,6 +213,23 @@ class Peer:
         if rc != 0:
             raise RuntimeError(f"peer_msm_g1 returned {rc}")
         return statistics.median(ms[1:]), _jacobian_to_affine_words(out)
+
+    def batch_add(self, base_pts, n, bits, runs):
+        """Σ of the n points (base_pts tiled on the device) whose bit is set in bits (uint64 words, LSB
+        first): (median ms of runs after one warm-up, affine Montgomery words of the sum)."""
+        f = self.lib.peer_batch_add_g1
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
+                      ctypes.c_void_p, ctypes.c_void_p]
+        base_pts = np.ascontiguousarray(base_pts)
+        bits = np.ascontiguousarray(bits)
+        ms = np.zeros(runs + 1, dtype=np.float64)
+        out = np.zeros(24, dtype=np.uint64)
+        rc = f(base_pts.ctypes.data, base_pts.shape[0], n, bits.ctypes.data, runs + 1, ms.ctypes.data,
+               out.ctypes.data)
+        if rc != 0:
+            raise RuntimeError(f"peer_batch_add_g1 returned {rc}")
+        return statistics.median(ms[1:]), _xyzz_to_affine_words(out)
 
 
 def main(argv=None):

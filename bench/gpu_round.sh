@@ -27,7 +27,7 @@
 #   karaab (the Fq product with one level of Karatsuba, 736e3dd: level 0 +2.7 % at 2^27; product and step removed)
 # Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1 /
 #   k13e24
-# Session 19: tests peer / peer27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
+# Session 19: tests peer / peer27 / peerbatch eng27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -69,6 +69,10 @@ for step in "${@:-all}"; do
           # 2^20-2^24 checked against the CPU, 2^26 and 2^27 against cuzk's own sum
           timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20,22,24 --g2 '' --kinds uniform,bits90,real_tail \
                --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -30 ;;
+    peerbatch) # a peer G1 batch addition beside cuzk's (bench_gpu_batch.py --peer, $PEER_LIB as for peer): 2^24 (== CPU)
+               # and 2^27, 90 % and 45 % of the bits set, each peer sum against cuzk's
+          timeout 300 python3 bench/bench_gpu_batch.py --peer "$PEER_LIB" --g1 24,27 --g2 '' --density 0.9,0.45 --fixed '' \
+               --runs 7 --json "$OUT/peerbatch.json" 2>&1 | tee "$OUT/peerbatch.log" | tail -8 ;;
     peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
           timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
                --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9
