@@ -6,10 +6,12 @@ Bitmap semantics are the CPU's (``cuzk._native._msm.batch_add``): bit i of uint6
 LSB first, selects point i.  Points are affine Montgomery in the CPU layout (G1 uint64 (n, 12),
 G2 (n, 24); all-zero = infinity).
 
-Two kernels ("kind" of the plan): "xyzz", one XYZZ accumulator per thread over a contiguous
-word range (madd-2008-s per set bit), and "affine", lanes of a few bitmap bits per thread with
-affine additions that share one inversion per thread and step (``batch_add.cu``
-batch_add_affine_body; its lane state comes from the pool).  ``default_kind`` picks by measurement.
+Three kernels ("kind" of the plan): "xyzz", one XYZZ accumulator per thread over a contiguous
+word range (madd-2008-s per set bit); "balanced", the same additions with a block's set bits
+dealt out evenly to its threads, tile by tile (``batch_add.cu`` batch_add_balanced_body); and
+"affine", lanes of a few bitmap bits per thread with affine additions that share one inversion
+per thread and step (batch_add_affine_body; its lane state comes from the pool).
+``default_kind`` picks by measurement.
 
 Two levels:
 
@@ -42,7 +44,7 @@ __all__ = ["BatchPlan", "KINDS", "default_kind", "batch_add_plan", "enqueue_batc
 # XYZZ = 48 KiB of shared memory, G2: 128 x 384 bytes = 48 KiB (no opt-in needed).
 _THREADS = {"g1": 256, "g2": 128}
 _BLOCKS_PER_SM = 4
-KINDS = ("xyzz", "affine")
+KINDS = ("xyzz", "affine", "balanced")
 # "affine": threads per block (its grid: the blocks the SMs hold at once, ``_resident_blocks``) and
 # the lane width B (bits of the bitmap per lane) by points per thread t: a thread runs ~ρ·B sweeps
 # (ρ: the share of bits set) of one inversion each and ends with J = t/B lane sums, so B grows as
@@ -50,6 +52,11 @@ KINDS = ("xyzz", "affine")
 # 31.7 / 28.9 / 27.6 ms, G2 2^25 (t ~ 990) 27.7 / 24.8 / 23.3 / 23.7: B = sqrt(t) to the nearest
 # power of two (CUZK_BATCH_LANE_BITS overrides, for measurement).
 _AFFINE_THREADS = 128
+# "balanced": threads per block (a power of two: the scan and the block tree) and its grid, the
+# blocks the SMs hold at once (one wave: its blocks get equal shares of the words, so a second,
+# partial wave would leave SMs idle).  sm_90: 164 registers, so 128 threads give 3 blocks (12
+# warps) per SM where 256 give 1 (8 warps).  CUZK_BATCH_BALANCED_THREADS overrides (measurement).
+_BALANCED_THREADS = int(os.environ.get("CUZK_BATCH_BALANCED_THREADS", "128"))
 _LANE_BITS = (8, 16, 32, 64)
 _LANE_BITS_ENV = int(os.environ.get("CUZK_BATCH_LANE_BITS", "0"))
 
@@ -80,7 +87,7 @@ class BatchPlan:
     Attributes
     ----------
     n_points, group, device
-    kind : {"xyzz", "affine"}
+    kind : {"xyzz", "affine", "balanced"}
         The kernel (``KINDS``).
     blocks : int
         Grid size = number of XYZZ partials (``PendingPoint``'s P).
@@ -89,7 +96,7 @@ class BatchPlan:
     words : int
         Bitmap words read, ceil(n_points / 64).
     lane_bits, lanes : int
-        "affine": bitmap bits per lane (B) and lanes (ceil(n_points / B)); 0 for "xyzz".
+        "affine": bitmap bits per lane (B) and lanes (ceil(n_points / B)); 0 for the others.
     scratch_bytes : int
         Pool scratch per launch (the partials; "affine": and the lane state), allocated and
         freed on the stream.
@@ -160,20 +167,24 @@ def batch_add_plan(n_points, group, device=None, kind=None, n_set=None):
     p.words = (n + 63) // 64
     p.lane_bits = p.lanes = 0
     lane_bytes = 0
-    p.threads = _THREADS[group] if kind == "xyzz" else _AFFINE_THREADS
-    p.shmem = p.threads * XYZZ_WORDS[group] * 8         # the block tree
+    p.threads = {"affine": _AFFINE_THREADS, "balanced": min(_BALANCED_THREADS, _THREADS[group])}.get(
+        kind, _THREADS[group])
+    p.shmem = p.threads * XYZZ_WORDS[group] * 8         # the block tree (and "balanced"'s tile before it)
     if kind == "xyzz":
         # at least one word per thread; never more blocks than the device keeps busy
         p.blocks = min(st.device.sm_count * _BLOCKS_PER_SM, -(-p.words // p.threads)) if n else 0
-    else:
+    else:                                   # one wave: the blocks the SMs hold at once
         from ._cuda_msm import _resident_blocks
-        name = "cuzk_batch_add_affine_" + group
+        name = f"cuzk_batch_add_{kind}_{group}"
         resident = st.device.sm_count * _resident_blocks(st.fn(name, p.shmem), st.device, name, p.threads,
                                                          p.shmem)
-        p.lane_bits = _lane_bits(n / (resident * p.threads))
-        p.lanes = -(-n // p.lane_bits)
-        p.blocks = min(resident, -(-p.lanes // p.threads)) if n else 0
-        lane_bytes = p.lanes * _affine_row(group)
+        if kind == "balanced":
+            p.blocks = min(resident, -(-p.words // p.threads)) if n else 0
+        else:
+            p.lane_bits = _lane_bits(n / (resident * p.threads))
+            p.lanes = -(-n // p.lane_bits)
+            p.blocks = min(resident, -(-p.lanes // p.threads)) if n else 0
+            lane_bytes = p.lanes * _affine_row(group)
     p.host_rows = p.blocks
     p.scratch_bytes = p.blocks * XYZZ_WORDS[group] * 8 + lane_bytes
     return p
@@ -213,7 +224,7 @@ def enqueue_batch_add(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
     d = _driver()
     st = _state(plan.device)
     args = [("P", None), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)), ("Q", plan.n_points)]
-    name = f"cuzk_batch_add_{g}" if plan.kind == "xyzz" else f"cuzk_batch_add_affine_{g}"
+    name = f"cuzk_batch_add_{g}" if plan.kind == "xyzz" else f"cuzk_batch_add_{plan.kind}_{g}"
     fn = st.fn(name, plan.shmem)
     part = pool.alloc(plan.scratch_bytes, stream)
     partials = plan.blocks * rows * 8
@@ -266,7 +277,7 @@ def batch_add(points, bits_words, group, device=None, kind=None):
         positions >= n must be clear.
     group : {"g1", "g2"}
     device : Device, int or None
-    kind : {"xyzz", "affine"} or None
+    kind : {"xyzz", "affine", "balanced"} or None
         The kernel (None: ``default_kind`` for the bits set).
 
     Returns

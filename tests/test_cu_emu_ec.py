@@ -128,7 +128,7 @@ def bitmaps(n, rnd):
             "random": rand, "bits90": dense}
 
 
-@pytest.mark.parametrize("kind", ["xyzz", "affine"])
+@pytest.mark.parametrize("kind", ["xyzz", "affine", "balanced"])
 @pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 64), ("g1", 333), ("g1", 3000),
                                      ("g2", 1), ("g2", 130), ("g2", 700)])
 def test_batch_add_matches_cpu(gpu_batch, group, n, kind):
@@ -207,6 +207,26 @@ def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):
     assert np.array_equal(pend.value(), _msm.batch_add(pts, bits, "g1", 2))
     d_p.free()
     d_b.free()
+
+
+@pytest.mark.parametrize("threads", [4, 8])
+def test_batch_add_balanced_tiles(gpu_batch, monkeypatch, threads):
+    """The balanced kernel over several tiles per block (a small grid, blocks of 4 or 8 threads, a
+    short last tile, a last word cut at n), every bitmap shape: ranks dealt out across a tile's
+    words, a doubling and a cancellation split between threads, infinity rows."""
+    monkeypatch.setattr(gpu_batch, "_BALANCED_THREADS", threads)
+    n = 64 * 140 + 29
+    pts = points("g1", n, 7)
+    for i in range(0, n, 41):
+        pts[i] = 0
+    pts[65] = pts[64]                                        # P + P
+    pts[130] = _field.point_neg(pts[2], "g1")                # P and −P, different words
+    plan = gpu_batch.batch_add_plan(n, "g1", kind="balanced")
+    assert plan.blocks >= 4 and plan.threads == threads and -(-plan.words // plan.blocks) > 2 * threads
+    rnd = random.Random(threads)
+    for name, bits in bitmaps(n, rnd).items():
+        got = gpu_batch.batch_add(pts, bits, "g1", kind="balanced")
+        assert np.array_equal(got, _msm.batch_add(pts, bits, "g1", 2)), f"{name} T={threads}"
 
 
 def test_batch_add_rejects_bad_input(gpu_batch):

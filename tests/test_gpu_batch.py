@@ -47,7 +47,7 @@ def bitmap(rng, n, kind):
 @pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 1000), ("g1", 65537), ("g1", 1 << 20),
                                      ("g2", 1), ("g2", 4097), ("g2", 1 << 18)])
 @pytest.mark.parametrize("kind", ["none", "all", "one", "random", "bits90"])
-@pytest.mark.parametrize("kernel", ["xyzz", "affine"])
+@pytest.mark.parametrize("kernel", ["xyzz", "affine", "balanced"])
 def test_batch_add_matches_cpu(rng, group, n, kind, kernel):
     from cuzk import _cuda_batch as B
     from cuzk._native import _field, _msm

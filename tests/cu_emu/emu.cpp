@@ -143,6 +143,7 @@ kernel_t make_kernel(void (*f)(A...))
 const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_batch_add_g1), EMU_KERNEL(cuzk_batch_add_g2),
     EMU_KERNEL(cuzk_batch_add_affine_g1), EMU_KERNEL(cuzk_batch_add_affine_g2),
+    EMU_KERNEL(cuzk_batch_add_balanced_g1), EMU_KERNEL(cuzk_batch_add_balanced_g2),
     EMU_KERNEL(cuzk_fixed_base_g1), EMU_KERNEL(cuzk_fixed_base_g2),
     EMU_KERNEL(emu_ec_ops_g1), EMU_KERNEL(emu_ec_ops_g2),
     EMU_KERNEL(emu_inverse_fr), EMU_KERNEL(emu_inverse_fq), EMU_KERNEL(emu_inverse_fq2),
