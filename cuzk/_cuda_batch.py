@@ -114,23 +114,27 @@ class BatchPlan:
                 f"blocks={self.blocks}, threads={self.threads}, lane_bits={self.lane_bits})")
 
 
-# The affine kernel wins for G2 everywhere measured and for G1 when most bits are set or the
-# bitmap is long.  H200, session 10 (bench/RESULTS.md), xyzz vs affine, ms, at 45 % / 90 % of the
-# bits set: G1 2^20 0.73 / 1.03 vs 0.88 / 0.94, 2^24 4.66 / 7.51 vs 5.01 / 6.59, 2^25 8.36 / 14.29
-# vs 8.91 / 11.88, 2^27 29.67 / 54.35 vs 27.56 (B = 64) / 43.86; G2 2^20 1.88 / 2.57 vs 1.81 / 1.86,
-# 2^25 26.85 / 47.32 vs 23.31 (B = 32) / 33.85.
-_G1_AFFINE_DENSITY, _G1_AFFINE_MIN = 0.6, 1 << 26
+# The affine kernel wins for G2 everywhere measured and for G1 when most bits are set.  H200,
+# session 10 (bench/RESULTS.md), xyzz vs affine, ms, at 45 % / 90 % of the bits set: G1 2^20
+# 0.73 / 1.03 vs 0.88 / 0.94, 2^24 4.66 / 7.51 vs 5.01 / 6.59, 2^25 8.36 / 14.29 vs 8.91 / 11.88,
+# 2^27 29.67 / 54.35 vs 27.56 (B = 64) / 43.86; G2 2^20 1.88 / 2.57 vs 1.81 / 1.86, 2^25 26.85 /
+# 47.32 vs 23.31 (B = 32) / 33.85.  Session 19 (same run, balanced / xyzz / affine): G1 2^24 45 %
+# 3.545 / 4.658 / 5.104, 90 % 6.850 / 7.475 / 6.731; 2^27 45 % 27.149 / 29.629 / 28.769, 90 %
+# 53.693 / 54.360 / 46.955 (sppark, session 19: 4.20 at 2^24 45 %, 31.75 at 2^27 45 %).  So G1
+# below _G1_AFFINE_DENSITY takes "balanced" at every size (2^24 and 2^27 measured; below, where a
+# thread of "xyzz" has fewer words and so a larger spread of additions, not measured), "xyzz"
+# stays for comparison.
+_G1_AFFINE_DENSITY = 0.6
 
 
 def default_kind(group, n_points, n_set=None):
     """The measured faster kernel (``KINDS``) for a batch addition over ``n_points`` points of
-    which ``n_set`` are selected (None: not known, taken as PoRep's ~45 %): "affine" for G2, and
-    for G1 from ``_G1_AFFINE_MIN`` points or when at least ``_G1_AFFINE_DENSITY`` of the bits are
-    set; else "xyzz"."""
-    if group == "g2" or n_points >= _G1_AFFINE_MIN:
+    which ``n_set`` are selected (None: not known, taken as PoRep's ~45 %): "affine" for G2 and for
+    G1 when at least ``_G1_AFFINE_DENSITY`` of the bits are set; else "balanced"."""
+    if group == "g2":
         return "affine"
     dense = n_set is not None and n_set >= _G1_AFFINE_DENSITY * n_points
-    return "affine" if dense else "xyzz"
+    return "affine" if dense else "balanced"
 
 
 def _lane_bits(points_per_thread):

@@ -171,18 +171,19 @@ def test_batch_add_affine_lanes(gpu_batch, monkeypatch, lane_bits):
 
 
 def test_batch_add_default_kind_and_lane_bits():
-    """The measured choice of kernel: affine for G2 at any size, for G1 from 2^26 points or when at
-    least 60 % of the bits are set (unknown: taken as sparse); the lane width is sqrt(points per
+    """The measured choice of kernel: affine for G2 at any size and for G1 when at least 60 % of the
+    bits are set, else balanced (unknown: taken as sparse); the lane width is sqrt(points per
     thread) to the nearest power of two in 8..64."""
     from cuzk import _cuda_batch as B
     assert B.default_kind("g2", 1) == B.default_kind("g2", 1 << 25, 1) == "affine"
-    assert B.default_kind("g1", 1 << 26) == "affine" and B.default_kind("g1", (1 << 26) - 1) == "xyzz"
-    assert B.default_kind("g1", 1000, 600) == "affine" and B.default_kind("g1", 1000, 599) == "xyzz"
-    assert B.default_kind("g1", 1 << 20) == "xyzz"
+    assert B.default_kind("g1", 1 << 27) == B.default_kind("g1", 1 << 20) == "balanced"
+    assert B.default_kind("g1", 1000, 600) == "affine" and B.default_kind("g1", 1000, 599) == "balanced"
+    assert B.default_kind("g1", 1 << 27, 1 << 26) == "balanced"
     assert [B._lane_bits(t) for t in (1, 30, 300, 1000, 3970, 10**6)] == [8, 8, 16, 32, 64, 64]
 
 
-def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):
+@pytest.mark.parametrize("kind", ["xyzz", "balanced"])
+def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch, kind):
     """The plan / enqueue interface with device buffers and a host slice, several blocks of 8
     threads (words split across threads and blocks), bitmap bits past n ignored by the kernel."""
     monkeypatch.setitem(gpu_batch._THREADS, "g1", 8)
@@ -190,7 +191,7 @@ def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch):
     pts = points("g1", n, 3)
     rnd = random.Random(1)
     bits = bitmaps(n, rnd)["bits90"]
-    plan = gpu_batch.batch_add_plan(n, "g1")
+    plan = gpu_batch.batch_add_plan(n, "g1", kind=kind)
     assert plan.blocks >= 2 and plan.host_rows == plan.blocks
     dev = fake.Device.get(0)
     st = gpu_batch._state(None)
