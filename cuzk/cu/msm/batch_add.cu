@@ -254,36 +254,21 @@ CUZK_DEVICE void batch_add_affine_body(xyzz_t<F>* __restrict__ d_part, const aff
 
 }  // namespace
 
-// d_part[b] (b < gridDim.x) = Σ of the points selected in block b's words (see above).
+// d_part[b] (b < gridDim.x) = Σ of the points selected in block b's words (see above): NAME_g1 /
+// NAME_g2 running BODY (batch_add_body: "xyzz", batch_add_balanced_body: "balanced").
 // blockDim.x a power of two <= 256 (G1) / 128 (G2); dynamic shared memory blockDim.x XYZZ points.
-extern "C" __global__ void __launch_bounds__(256)
-cuzk_batch_add_g1(cuzk::g1_xyzz_t* d_part, const cuzk::g1_affine_t* d_points, const uint64_t* d_bits,
-                  uint64_t n)
-{
-    batch_add_body(d_part, d_points, d_bits, n);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-cuzk_batch_add_g2(cuzk::g2_xyzz_t* d_part, const cuzk::g2_affine_t* d_points, const uint64_t* d_bits,
-                  uint64_t n)
-{
-    batch_add_body(d_part, d_points, d_bits, n);
-}
-
-// The balanced variant (batch_add_balanced_body): the same arguments, blocks and shared memory.
-extern "C" __global__ void __launch_bounds__(256)
-cuzk_batch_add_balanced_g1(cuzk::g1_xyzz_t* d_part, const cuzk::g1_affine_t* d_points, const uint64_t* d_bits,
-                           uint64_t n)
-{
-    batch_add_balanced_body(d_part, d_points, d_bits, n);
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-cuzk_batch_add_balanced_g2(cuzk::g2_xyzz_t* d_part, const cuzk::g2_affine_t* d_points, const uint64_t* d_bits,
-                           uint64_t n)
-{
-    batch_add_balanced_body(d_part, d_points, d_bits, n);
-}
+#define CUZK_BATCH_ADD_XYZZ(NAME, BODY, G, MAX_THREADS)                                               \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS)                                         \
+    NAME##_##G(cuzk::G##_xyzz_t* d_part, const cuzk::G##_affine_t* d_points, const uint64_t* d_bits,  \
+               uint64_t n)                                                                            \
+    {                                                                                                 \
+        BODY(d_part, d_points, d_bits, n);                                                            \
+    }
+CUZK_BATCH_ADD_XYZZ(cuzk_batch_add, batch_add_body, g1, 256)
+CUZK_BATCH_ADD_XYZZ(cuzk_batch_add, batch_add_body, g2, 128)
+CUZK_BATCH_ADD_XYZZ(cuzk_batch_add_balanced, batch_add_balanced_body, g1, 256)
+CUZK_BATCH_ADD_XYZZ(cuzk_batch_add_balanced, batch_add_balanced_body, g2, 128)
+#undef CUZK_BATCH_ADD_XYZZ
 
 // The affine variant (batch_add_affine_body): lanes of B bits; lane state for cap >= ceil(n / B)
 // lanes: cap affine accumulators, then cap prefix products (one coordinate), then cap uint4 words.
