@@ -2,7 +2,7 @@
 multiplication (cuzk._cuda_fixed_base) vs the CPU's.
 
     python bench/bench_gpu_batch.py [--g1 20,24,27] [--g2 20,24] [--density 0.9[,0.45]] [--runs 7]
-                                    [--kind auto|xyzz,affine] [--lane-bits auto|8,16,32,64]
+                                    [--kind auto|xyzz,affine,balanced] [--lane-bits auto|8,16,32,64]
                                     [--fixed 20,22] [--check-max 24] [--json F] [--peer LIB]
 
 Batch addition: points and bitmap already on the device (the resident SRS of the prover);
@@ -104,10 +104,11 @@ def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None,
         peer_ms, peer_sum = peer.batch_add(pts, n, bits, runs)
         peer_same = bool(np.array_equal(peer_sum, got))
     set_bits = popcount_words(bits)
-    return {"peer_ms": peer_ms, "peer_same": peer_same,"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
+    return {"group": group, "lg": lg, "n": n, "density": density, "set_bits": set_bits, "kind": plan.kind,
             "lane_bits": plan.lane_bits, "scratch_mib": plan.scratch_bytes / 2**20,
             "blocks": plan.blocks, "threads": plan.threads, "gpu_ms": statistics.median(ms),
-            "gpu_ms_all": ms, "host_horner_ms": statistics.median(horner), "same": same}
+            "gpu_ms_all": ms, "host_horner_ms": statistics.median(horner), "same": same,
+            "peer_ms": peer_ms, "peer_same": peer_same}
 
 
 def bench_fixed(group, lg, runs, rng):
@@ -160,10 +161,10 @@ def main(argv=None):
         for lg in (int(x) for x in sizes.split(",") if x):
             for density in (float(x) for x in args.density.split(",") if x):
                 for kind in kinds:
-                    for lb in (lanes if kind != "xyzz" else [None]):
+                    for lb in (lanes if kind in (None, "affine") else [None]):
                         r = bench_batch(group, lg, density, args.runs, lg <= args.check_max, rng, kind, lb, peer)
-                        if r["kind"] == "xyzz" and lb is not None:
-                            continue               # auto picked xyzz: the lane sweep is moot
+                        if r["kind"] != "affine" and lb is not None:
+                            continue               # auto picked another kernel: the lane sweep is moot
                         rows.append(("batch_add", r))
                         all_ok &= r["same"] is not False and r["peer_same"] is not False
                         print(f"{group:>5s} {'2^%d' % lg:>6s} {density:5.2f} {r['kind']:>6s} {r['lane_bits']:3d} "

@@ -54,11 +54,10 @@ import numpy as np
 
 from cuzk import _cuda_msm as M
 from cuzk._assignment import fr_to_mont
-from cuzk._constants import FQ_MODULUS, fq_from_mont_int, fq_to_mont_int
 from cuzk._cuda_pending import XYZZ_WORDS
 from cuzk._msm_dists import KINDS, scalars as dist_scalars
 from cuzk._native import _driver as d
-from cuzk._native import _msm, _r1cs
+from cuzk._native import _field, _msm, _r1cs
 
 # sppark @17278d7 msm_t on the same H200 (issue 9), ms: (group, lg, kind) -> median
 SPPARK = {("g1", 20, "uniform"): 20.4, ("g1", 22, "uniform"): 53.1, ("g1", 24, "uniform"): 155.3,
@@ -155,41 +154,6 @@ def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, 
 _SCATTER_DEFAULT = M._SCATTER_BUCKETS
 
 
-def _limbs_int(words):
-    return sum(int(w) << (64 * i) for i, w in enumerate(words))
-
-
-def _affine_words(x, y):
-    """Affine Montgomery words (12) of canonical x, y."""
-    out = np.zeros(12, dtype=np.uint64)
-    for i, v in enumerate((x, y)):
-        m = fq_to_mont_int(v)
-        out[6 * i:6 * i + 6] = [(m >> (64 * j)) & (2**64 - 1) for j in range(6)]
-    return out
-
-
-def _fq_words(words, count):
-    """``count`` canonical Fq ints from consecutive 6-word Montgomery values."""
-    return [fq_from_mont_int(_limbs_int(words[6 * i:6 * i + 6])) for i in range(count)]
-
-
-def _jacobian_to_affine_words(jac):
-    """Jacobian Montgomery (X, Y, Z: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
-    X, Y, Z = _fq_words(jac, 3)
-    if Z == 0:
-        return np.zeros(12, dtype=np.uint64)
-    zi = pow(Z, -1, FQ_MODULUS)
-    return _affine_words(X * zi * zi % FQ_MODULUS, Y * zi * zi * zi % FQ_MODULUS)
-
-
-def _xyzz_to_affine_words(p):
-    """XYZZ Montgomery (X, Y, ZZ, ZZZ: 6 words each) -> affine Montgomery words (12; zeros: infinity)."""
-    X, Y, ZZ, ZZZ = _fq_words(p, 4)
-    if ZZ == 0:
-        return np.zeros(12, dtype=np.uint64)
-    return _affine_words(X * pow(ZZ, -1, FQ_MODULUS) % FQ_MODULUS, Y * pow(ZZZ, -1, FQ_MODULUS) % FQ_MODULUS)
-
-
 class Peer:
     """A peer G1 MSM loaded from a shared library (``--peer``; the C ABI in this module's doc)."""
 
@@ -201,6 +165,10 @@ class Peer:
         self.lib.peer_point_bytes.restype = ctypes.c_size_t
         if self.lib.peer_point_bytes() != 144:
             raise ValueError(f"{path}: peer_point_bytes() = {self.lib.peer_point_bytes()}, expected 144")
+        if hasattr(self.lib, "peer_batch_add_g1"):      # optional: bench_gpu_batch.py's
+            self.lib.peer_batch_add_g1.restype = ctypes.c_int
+            self.lib.peer_batch_add_g1.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                                                   ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
 
     def time(self, pts, sc_dev_form, mont, runs):
         """(median ms of runs after one warm-up, affine Montgomery words of the sum)."""
@@ -212,24 +180,20 @@ class Peer:
                                   ms.ctypes.data, out.ctypes.data)
         if rc != 0:
             raise RuntimeError(f"peer_msm_g1 returned {rc}")
-        return statistics.median(ms[1:]), _jacobian_to_affine_words(out)
+        return statistics.median(ms[1:]), _field.jacobian_to_affine(out[None, :], "g1")[0]
 
     def batch_add(self, base_pts, n, bits, runs):
         """Σ of the n points (base_pts tiled on the device) whose bit is set in bits (uint64 words, LSB
         first): (median ms of runs after one warm-up, affine Montgomery words of the sum)."""
-        f = self.lib.peer_batch_add_g1
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
-                      ctypes.c_void_p, ctypes.c_void_p]
         base_pts = np.ascontiguousarray(base_pts)
         bits = np.ascontiguousarray(bits)
         ms = np.zeros(runs + 1, dtype=np.float64)
         out = np.zeros(24, dtype=np.uint64)
-        rc = f(base_pts.ctypes.data, base_pts.shape[0], n, bits.ctypes.data, runs + 1, ms.ctypes.data,
+        rc = self.lib.peer_batch_add_g1(base_pts.ctypes.data, base_pts.shape[0], n, bits.ctypes.data, runs + 1, ms.ctypes.data,
                out.ctypes.data)
         if rc != 0:
             raise RuntimeError(f"peer_batch_add_g1 returned {rc}")
-        return statistics.median(ms[1:]), _xyzz_to_affine_words(out)
+        return statistics.median(ms[1:]), _field.g1_xyzz_horner(out[None, :], 1, 1, 0)
 
 
 def main(argv=None):
