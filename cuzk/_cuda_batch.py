@@ -137,6 +137,11 @@ def default_kind(group, n_points, n_set=None):
     return "affine" if dense else "balanced"
 
 
+def _kernel(kind, group):
+    """The program's kernel name for ``kind`` over ``group``."""
+    return f"cuzk_batch_add_{group}" if kind == "xyzz" else f"cuzk_batch_add_{kind}_{group}"
+
+
 def _lane_bits(points_per_thread):
     """The lane width B of the "affine" kernel (``_LANE_BITS``) for this many points per thread."""
     if _LANE_BITS_ENV:
@@ -179,7 +184,7 @@ def batch_add_plan(n_points, group, device=None, kind=None, n_set=None):
         p.blocks = min(st.device.sm_count * _BLOCKS_PER_SM, -(-p.words // p.threads)) if n else 0
     else:                                   # one wave: the blocks the SMs hold at once
         from ._cuda_msm import _resident_blocks
-        name = f"cuzk_batch_add_{kind}_{group}"
+        name = _kernel(kind, group)
         resident = st.device.sm_count * _resident_blocks(st.fn(name, p.shmem), st.device, name, p.threads,
                                                          p.shmem)
         if kind == "balanced":
@@ -228,8 +233,7 @@ def enqueue_batch_add(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
     d = _driver()
     st = _state(plan.device)
     args = [("P", None), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)), ("Q", plan.n_points)]
-    name = f"cuzk_batch_add_{g}" if plan.kind == "xyzz" else f"cuzk_batch_add_{plan.kind}_{g}"
-    fn = st.fn(name, plan.shmem)
+    fn = st.fn(_kernel(plan.kind, g), plan.shmem)
     part = pool.alloc(plan.scratch_bytes, stream)
     partials = plan.blocks * rows * 8
     try:
