@@ -28,6 +28,7 @@
 # Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1 /
 #   k13e24
 # Session 19: tests peer / peer27 / peerbatch eng27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
+# Session 20: tests balsz (balanced batch additions, the new G1 default, on the GPU; G2 and small sizes timed) / eng27
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -73,6 +74,10 @@ for step in "${@:-all}"; do
                # and 2^27, 90 % and 45 % of the bits set, each peer sum against cuzk's
           timeout 300 python3 bench/bench_gpu_batch.py --peer "$PEER_LIB" --g1 24,27 --g2 '' --density 0.9,0.45 --fixed '' \
                --runs 7 --json "$OUT/peerbatch.json" 2>&1 | tee "$OUT/peerbatch.log" | tail -8 ;;
+    balsz) # the balanced batch-addition kernel where session 19 did not time it: G1 below 2^24, G2 2^24 / 2^27
+           # (B_G2's ones), each against xyzz and affine; G1 2^20/2^22 and G2 2^24 == CPU
+          timeout 360 python3 bench/bench_gpu_batch.py --g1 20,22 --g2 24,27 --density 0.45,0.9 --kind balanced,xyzz,affine \
+               --fixed '' --runs 5 --json "$OUT/balsz.json" 2>&1 | tee "$OUT/balsz.log" | tail -24 ;;
     peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
           timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
                --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9
