@@ -28,7 +28,8 @@
 # Session 18: binab (a binned sort in shared memory, 56186fc: the scatter 157 vs 81 ms at 2^27; removed) / wk1 /
 #   k13e24
 # Session 19: tests peer / peer27 / peerbatch eng27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
-# Session 20: tests balsz (balanced batch additions, the new G1 default, on the GPU; G2 and small sizes timed) / eng27
+# Session 20: tests balsz (balanced batch additions, the new G1 default, on the GPU; G2 and small sizes timed) /
+#   ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the region with the new defaults)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -78,6 +79,9 @@ for step in "${@:-all}"; do
            # (B_G2's ones), each against xyzz and affine; G1 2^20/2^22 and G2 2^24 == CPU
           timeout 360 python3 bench/bench_gpu_batch.py --g1 20,22 --g2 24,27 --density 0.45,0.9 --kind balanced,xyzz,affine \
                --fixed '' --runs 5 --json "$OUT/balsz.json" 2>&1 | tee "$OUT/balsz.log" | tail -24 ;;
+    balg2) # sparse G2 bitmaps between the measured 2^24 and 2^27: where balanced stops beating affine
+          timeout 200 python3 bench/bench_gpu_batch.py --g1 '' --g2 25,26 --density 0.45 --kind balanced,affine \
+               --fixed '' --check-max 0 --runs 5 --json "$OUT/balg2.json" 2>&1 | tee "$OUT/balg2.log" | tail -6 ;;
     peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
           timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
                --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9
@@ -226,6 +230,11 @@ for step in "${@:-all}"; do
                 --json "$OUT/abc27.json" 2>&1 | tee "$OUT/abc27.log" | tail -12 ;;
     eng24w2) timeout 230 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow,two-lock \
                 --thread-share split,shared --backend cuda --json "$OUT/eng24w2.json" --trace "${TRACE_DIR:-$OUT/trace24}" 2>&1 | tail -12 ;;
+    ones24) # the batch additions' kernel inside whole 2^24 proofs (stage option ones_kind): auto (balanced for
+            # PoRep's sparse ones, G1 and G2) against affine and xyzz for all four queries, same run, same bytes
+           timeout 240 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
+                --stage-options "ones_kind=auto;ones_kind=affine;ones_kind=xyzz" --backend cuda --cache-dir memory \
+                --json "$OUT/ones24.json" 2>&1 | tee "$OUT/ones24.log" | tail -12 ;;
     str24) timeout 240 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
                 --stage-options "streams=1;streams=2" --single 3 --backend cuda --cache-dir memory \
                 --json "$OUT/str24.json" 2>&1 | tee "$OUT/str24.log" | tail -16 ;;

@@ -114,27 +114,33 @@ class BatchPlan:
                 f"blocks={self.blocks}, threads={self.threads}, lane_bits={self.lane_bits})")
 
 
-# The affine kernel wins for G2 everywhere measured and for G1 when most bits are set.  H200,
-# session 10 (bench/RESULTS.md), xyzz vs affine, ms, at 45 % / 90 % of the bits set: G1 2^20
-# 0.73 / 1.03 vs 0.88 / 0.94, 2^24 4.66 / 7.51 vs 5.01 / 6.59, 2^25 8.36 / 14.29 vs 8.91 / 11.88,
-# 2^27 29.67 / 54.35 vs 27.56 (B = 64) / 43.86; G2 2^20 1.88 / 2.57 vs 1.81 / 1.86, 2^25 26.85 /
-# 47.32 vs 23.31 (B = 32) / 33.85.  Session 19 (same run, balanced / xyzz / affine): G1 2^24 45 %
-# 3.545 / 4.658 / 5.104, 90 % 6.850 / 7.475 / 6.731; 2^27 45 % 27.149 / 29.629 / 28.769, 90 %
-# 53.693 / 54.360 / 46.955 (sppark, session 19: 4.20 at 2^24 45 %, 31.75 at 2^27 45 %).  So G1
-# below _G1_AFFINE_DENSITY takes "balanced" at every size (2^24 and 2^27 measured; below, where a
-# thread of "xyzz" has fewer words and so a larger spread of additions, not measured), "xyzz"
-# stays for comparison.
-_G1_AFFINE_DENSITY = 0.6
+# Measured on the H200 (bench/RESULTS.md), ms at 45 % / 90 % of the bits set.  Session 10, xyzz
+# vs affine: G1 2^20 0.73 / 1.03 vs 0.88 / 0.94, 2^25 8.36 / 14.29 vs 8.91 / 11.88; G2 2^20 1.88 /
+# 2.57 vs 1.81 / 1.86, 2^25 26.85 / 47.32 vs 23.31 / 33.85.  Sessions 19-20, balanced / xyzz /
+# affine in one run: G1 2^20 0.447 / 0.756 / 0.899 and 0.759 / 1.025 / 0.967; 2^22 1.024 / 1.375 /
+# 1.777 and 1.839 / 2.028 / 2.038; 2^24 3.545 / 4.658 / 5.104 and 6.850 / 7.475 / 6.731; 2^27
+# 27.149 / 29.629 / 28.769 and 53.693 / 54.360 / 46.955.  G2 2^24 11.452 / 14.255 / 13.359 and
+# 22.247 / 24.367 / 17.939; 2^27 88.294 / 98.165 / 77.977 and 174.372 / 183.860 / 128.161.
+# So: "balanced" (XYZZ additions, even work per thread) wherever its spread-free schedule beats
+# affine's cheaper additions: every sparse G1 bitmap, dense G1 ones below _G1_DENSE_AFFINE_MIN
+# points, sparse G2 ones below _G2_SPARSE_AFFINE_MIN (the balanced/affine ratio 0.86 at 2^24 and
+# 1.13 at 2^27: the crossing, interpolated in log n, near 2^25.5; 2^25 and 2^26 not measured);
+# "affine" for the rest (the more points per thread, the more its one inversion per lane saves).
+# A bitmap is dense from _DENSE of its bits set (PoRep's ones are ~45 %).  "xyzz" stays selectable.
+_DENSE = 0.6
+_G1_DENSE_AFFINE_MIN = 1 << 24
+_G2_SPARSE_AFFINE_MIN = 1 << 26
 
 
 def default_kind(group, n_points, n_set=None):
     """The measured faster kernel (``KINDS``) for a batch addition over ``n_points`` points of
-    which ``n_set`` are selected (None: not known, taken as PoRep's ~45 %): "affine" for G2 and for
-    G1 when at least ``_G1_AFFINE_DENSITY`` of the bits are set; else "balanced"."""
+    which ``n_set`` are selected (None: not known, taken as PoRep's ~45 %): "affine" for dense
+    bitmaps (at least ``_DENSE`` of the bits set) of G2 and of G1 from ``_G1_DENSE_AFFINE_MIN``
+    points, and for sparse G2 ones from ``_G2_SPARSE_AFFINE_MIN``; else "balanced"."""
+    dense = n_set is not None and n_set >= _DENSE * n_points
     if group == "g2":
-        return "affine"
-    dense = n_set is not None and n_set >= _G1_AFFINE_DENSITY * n_points
-    return "affine" if dense else "balanced"
+        return "affine" if dense or n_points >= _G2_SPARSE_AFFINE_MIN else "balanced"
+    return "affine" if dense and n_points >= _G1_DENSE_AFFINE_MIN else "balanced"
 
 
 def _kernel(kind, group):

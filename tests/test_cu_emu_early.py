@@ -153,6 +153,40 @@ def test_abc_scratch_same_bytes_smaller_reservation(fake, monkeypatch, circuit, 
     assert pool_buffers(fake) == before
 
 
+def test_ones_kind_forces_the_batch_kernel(fake, monkeypatch, circuit):
+    """Stage option ``ones_kind``: "auto" takes ``default_kind`` per query (group, points, bits
+    set), a kernel name is every query's batch addition; every choice gives the CPU's bytes."""
+    from cuzk import _cuda_batch
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    seen = []
+    real_plan = _cuda_batch.batch_add_plan
+
+    def spy(n_points, group, device=None, kind=None, n_set=None):
+        p = real_plan(n_points, group, device, kind, n_set)
+        if n_set is not None:                  # a partition's plan (not _result_words_bound's)
+            seen.append((group, p.kind, _cuda_batch.default_kind(group, n_points, n_set)))
+        return p
+    monkeypatch.setattr(_cuda_batch, "batch_add_plan", spy)
+    want = cpu_proof(pk, asg, 5, 6)
+    for ones in ("auto",) + _cuda_batch.KINDS:
+        st = CudaStages(threads=2, b_g2="gpu", ones_kind=ones)
+        ctx = st.context()
+        key = st.load_key(pk)
+        try:
+            seen.clear()
+            proof, _ = st.prove_one(key, asg, ctx, 5, 6, verify=False)
+        finally:
+            key.release()
+            ctx.close()
+        assert proof == want, ones
+        assert sorted(g for g, _, _ in seen) == ["g1", "g1", "g1", "g2"]
+        assert all(k == (auto if ones == "auto" else ones) for _, k, auto in seen), (ones, seen)
+    with pytest.raises(ValueError, match="ones_kind"):
+        CudaStages(threads=2, ones_kind="fast")
+
+
 @pytest.mark.parametrize("skewed", [False, True])
 def test_tails_take_the_sampled_balance(fake, monkeypatch, circuit, skewed):
     """The tail MSMs' level 0 is chosen from a sample of their host scalars

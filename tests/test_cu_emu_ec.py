@@ -171,14 +171,19 @@ def test_batch_add_affine_lanes(gpu_batch, monkeypatch, lane_bits):
 
 
 def test_batch_add_default_kind_and_lane_bits():
-    """The measured choice of kernel: affine for G2 at any size and for G1 when at least 60 % of the
-    bits are set, else balanced (unknown: taken as sparse); the lane width is sqrt(points per
-    thread) to the nearest power of two in 8..64."""
+    """The measured choice of kernel: affine for dense bitmaps (at least 60 % of the bits set) of
+    G2 and of G1 from 2^24 points, and for sparse G2 ones from 2^26; else balanced (a bitmap of
+    unknown count taken as sparse); the lane width is sqrt(points per thread) to the nearest power
+    of two in 8..64."""
     from cuzk import _cuda_batch as B
-    assert B.default_kind("g2", 1) == B.default_kind("g2", 1 << 25, 1) == "affine"
     assert B.default_kind("g1", 1 << 27) == B.default_kind("g1", 1 << 20) == "balanced"
-    assert B.default_kind("g1", 1000, 600) == "affine" and B.default_kind("g1", 1000, 599) == "balanced"
+    assert B.default_kind("g1", 1000, 600) == "balanced"            # dense but small
+    assert B.default_kind("g1", 1 << 24, 10066330) == "affine"       # 0.6 * 2^24 = 10066329.6
+    assert B.default_kind("g1", 1 << 24, 10066329) == B.default_kind("g1", (1 << 24) - 1, 1 << 24) == "balanced"
     assert B.default_kind("g1", 1 << 27, 1 << 26) == "balanced"
+    assert B.default_kind("g2", 1) == B.default_kind("g2", (1 << 26) - 1, 1 << 25) == "balanced"
+    assert B.default_kind("g2", 1 << 26) == B.default_kind("g2", 1 << 27, 1 << 26) == "affine"
+    assert B.default_kind("g2", 1000, 600) == B.default_kind("g2", 1 << 20, 1 << 20) == "affine"
     assert [B._lane_bits(t) for t in (1, 30, 300, 1000, 3970, 10**6)] == [8, 8, 16, 32, 64, 64]
 
 

@@ -225,14 +225,24 @@ def test_parse_stage_options():
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
-                                  "abc_scratch"}
+                                  "abc_scratch", "ones_kind"}
+    assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
     assert parse_stage_options("streams=2") == {"streams": 2}
     assert parse_stage_options("early_h=0,early-h=yes") == {"early_h": True}
     assert parse_stage_options("early_h=off") == {"early_h": False}
     for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int"),
-                     ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2"), ("early_h=2", "not 0 or 1")):
+                     ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2"), ("early_h=2", "not 0 or 1"),
+                     ("ones_kind=fast", "not one of auto/xyzz/affine/balanced")):
         with pytest.raises(ValueError, match=why):
             parse_stage_options(bad)
+
+
+def test_ones_kinds_are_the_batch_kernels():
+    """The stage option's kernel names (written in _stages._base so that the CPU path need not
+    import the CUDA front end) are cuzk._cuda_batch.KINDS, plus "auto"."""
+    from cuzk import _cuda_batch
+    from cuzk._stages._base import ONES_KINDS
+    assert ONES_KINDS == ("auto",) + _cuda_batch.KINDS
 
 
 def test_engine_passes_stage_options_to_every_device(monkeypatch):

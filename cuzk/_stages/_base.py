@@ -59,6 +59,22 @@ def streams_arg(v):
 streams_arg.__name__ = "1 or 2"      # parse_stage_options' message: "... is not 1 or 2"
 
 
+# The batch-addition kernels (cuzk._cuda_batch.KINDS, written here so that the CPU-only import
+# path does not load the CUDA front end; tests/test_engine_threads.py checks the two agree).
+ONES_KINDS = ("auto", "xyzz", "affine", "balanced")
+
+
+def ones_kind_arg(v):
+    """A ``ones_kind`` stage option: "auto" or a batch-addition kernel (ValueError otherwise)."""
+    k = str(v).strip().lower()
+    if k not in ONES_KINDS:
+        raise ValueError(f"ones_kind must be one of {ONES_KINDS}, got {v!r}")
+    return k
+
+
+ones_kind_arg.__name__ = "one of " + "/".join(ONES_KINDS)
+
+
 def precompute_arg(v):
     """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""
     if str(v).strip().lower() == "auto":

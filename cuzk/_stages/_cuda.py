@@ -39,7 +39,7 @@ import numpy as np
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
-from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, precompute_arg,
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, ones_kind_arg, precompute_arg,
                     streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
@@ -530,13 +530,18 @@ class CudaStages(CpuStages):
         ``abc_scratch`` H's takes none beside a, b, c).  The same kernels into the same result
         views: the same bytes.  Default 2 (``DEFAULT_STREAMS``; measured on the H200 at 2^27:
         a 10-partition proof 12.47 -> 12.29 s, bench/RESULTS.md session 15)
+    ones_kind : {"auto", "xyzz", "affine", "balanced"}
+        The batch additions' kernel (``cuzk._cuda_batch.KINDS``): "auto" (default) takes
+        ``default_kind`` per query (by group, points and bits set); a kernel name forces it for
+        all four (the same bytes: a benchmark compares kernels inside whole proofs).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
-                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True):
+                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto"):
         super().__init__(threads)
+        self.ones_kind = ones_kind_arg(ones_kind)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
         self.abc_scratch = bool(abc_scratch)
@@ -629,8 +634,9 @@ class CudaStages(CpuStages):
         for name, q, group in self._groups():
             npts = getattr(pk, QUERIES[name][0]).shape[0]
             if npts and prep[q + "_n_ones"]:
+                kind = None if self.ones_kind == "auto" else self.ones_kind
                 out.append((name + ":ones", "batch",
-                            _cuda_batch.batch_add_plan(npts, group, dev, n_set=prep[q + "_n_ones"])))
+                            _cuda_batch.batch_add_plan(npts, group, dev, kind, prep[q + "_n_ones"])))
             tail = prep[q + "_tail_scalars"]
             if tail.shape[0]:
                 bal = _cuda_msm.sampled_balance(group, tail, prep["tail_form"], indexed=True)
