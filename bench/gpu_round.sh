@@ -29,7 +29,8 @@
 #   k13e24
 # Session 19: tests peer / peer27 / peerbatch eng27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
 # Session 20: tests balsz (balanced batch additions, the new G1 default, on the GPU; G2 and small sizes timed) /
-#   ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the region with the new defaults)
+#   ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the region with the new defaults) /
+#   tests skipab (segment levels skipped once every bucket holds one sum)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -82,6 +83,16 @@ for step in "${@:-all}"; do
     balg2) # sparse G2 bitmaps between the measured 2^24 and 2^27: where balanced stops beating affine
           timeout 200 python3 bench/bench_gpu_batch.py --g1 '' --g2 25,26 --density 0.45 --kind balanced,affine \
                --fixed '' --check-max 0 --runs 5 --json "$OUT/balg2.json" 2>&1 | tee "$OUT/balg2.log" | tail -6 ;;
+    skipab) # segment levels after the one that left every bucket one sum skipped (default) against every level of
+            # the plan run (CUZK_MSM_SKIP_LEVELS=0), profile on: G1 2^24 k = 13 (== CPU), G2 2^22, G1 2^27 k = 4 (the H MSM)
+          for SK in 1 0; do
+            CUZK_MSM_SKIP_LEVELS=$SK CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 22 \
+                 --kinds uniform,bits90,real_tail --k 13 --runs 5 --json "$OUT/skip$SK-24.json" 2>&1 \
+                 | tee "$OUT/skip$SK-24.log" | grep -v "^msm " | tail -8 | sed "s/^/skip=$SK /"
+            CUZK_MSM_SKIP_LEVELS=$SK CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' \
+                 --kinds uniform --k 4 --runs 3 --no-check --json "$OUT/skip$SK-27.json" 2>&1 \
+                 | tee "$OUT/skip$SK-27.log" | grep -v "^msm " | tail -3 | sed "s/^/skip=$SK /"
+          done ;;
     peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
           timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
                --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9

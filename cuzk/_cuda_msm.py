@@ -102,6 +102,9 @@ _BATCH_PER_SM = 2
 log = logging.getLogger("cuzk.msm")
 # CUZK_MSM_PROFILE=1: synchronize after every step and log the step times (development).
 _PROFILE = os.environ.get("CUZK_MSM_PROFILE", "0") not in ("", "0")
+# CUZK_MSM_SKIP_LEVELS=0: every segment level of the plan runs, also those after the one that left
+# every bucket one sum (which then copy; the same bytes): the A/B of that skip (development).
+_SKIP_LEVELS = os.environ.get("CUZK_MSM_SKIP_LEVELS", "1") not in ("", "0")
 
 
 def _windows(c, k=1):
@@ -316,7 +319,7 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     p.buffers = (("counts", nb * 4), ("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8),
                  ("tiles", (2 * p.ntiles + 1) * 8),
                  ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
-                 ("windows", p.host_rows * xyzz)) if n else ()
+                 ("windows", p.host_rows * xyzz), ("more", p.levels * 4)) if n else ()
     if n and balance == "batch":
         p.buffers += (("lanes", _batch_cap(entries, S) * _batch_row(group)),)
     p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
@@ -410,10 +413,12 @@ def _scan_threads(nb):
     return min(1024, max(32, _pow2_floor(-(-nb // 16))))
 
 
-def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
+def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False, need=0, more=0):
     """Enqueue d_out[b] = Σ_{b'<b} counts[b'] (``counts``) or Σ ceil((off[b'+1] − off[b'])/S) (``off``;
     ``flat``: the pieces of a flat level 0), b <= nb: tile totals, their scan (one block), the tiles
-    again."""
+    again.  Segments only: ``more`` (a device word) is set when some bucket gets more than one
+    segment, and the three launches do nothing when the device word ``need`` is 0 (0: no
+    pointer, they run)."""
     nb, K, T, nt = plan.nb, _SCAN_ITEMS, plan.scan_threads, plan.ntiles
     tile_off = d_tiles + 8 * nt
     if counts is not None:
@@ -421,17 +426,18 @@ def _scan(st, s, plan, d_out, d_tiles, counts=None, off=None, flat=False):
                                               shmem=8 * T)
     else:
         st.fn("cuzk_msm_tiles_segments").launch(
-            s, nt, T, [("P", d_tiles), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", int(flat))],
-            shmem=8 * T)
+            s, nt, T, [("P", d_tiles), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", int(flat)),
+                       ("P", need)], shmem=8 * T)
     tb = _scan_threads(nt)
-    st.fn("cuzk_msm_scan_block").launch(s, 1, tb, [("P", tile_off), ("P", d_tiles), ("I", nt)], shmem=8 * tb)
+    st.fn("cuzk_msm_scan_block").launch(s, 1, tb, [("P", tile_off), ("P", d_tiles), ("I", nt), ("P", need)],
+                                        shmem=8 * tb)
     if counts is not None:
         st.fn("cuzk_msm_apply_counts").launch(
             s, nt, T, [("P", d_out), ("P", tile_off), ("P", counts), ("I", nb), ("I", K), ("I", nt)], shmem=8 * T)
     else:
         st.fn("cuzk_msm_apply_segments").launch(
             s, nt, T, [("P", d_out), ("P", tile_off), ("P", off), ("I", nb), ("I", plan.S), ("I", K), ("I", nt),
-                       ("I", int(flat))], shmem=8 * T)
+                       ("I", int(flat)), ("P", need), ("P", more)], shmem=8 * T)
 
 
 def scatter_passes(nb, per_pass=None):
@@ -533,8 +539,12 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         sums, other = ptr["sums_a"], ptr["sums_b"]
         bound = dict(plan.buffers)["sums_a"] // (rows * 8)
         flat = plan.balance in _FLAT_LEVEL0
+        more = ptr["more"]                 # more[L]: level L left some bucket > 1 sum (msm.cu)
+        d.memset_d32(more, 0, plan.levels, s)
         for level in range(plan.levels):
-            _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0)
+            need = more + 4 * (level - 1) if level and _SKIP_LEVELS else 0
+            _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0, need=need,
+                  more=more + 4 * level)
             grid = _grid(bound, _SUM_THREADS, sm, 8)
             if level == 0:
                 _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound,
@@ -542,14 +552,18 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             else:
                 st.fn("cuzk_msm_sum_partials_" + g).launch(
                     s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),
-                                            ("I", nb), ("I", S)])
+                                            ("I", nb), ("I", S), ("P", need)])
                 sums, other = other, sums
             off, seg = seg, off            # this level's segment offsets index its sums
             bound = -(-bound // S) + nb
             mark(f"level{level}")
+        # even levels wrote sums_a at off_b, odd ones sums_b at off_a; the kernel reads the last
+        # level that ran (a level after one that left every bucket <= 1 sum returns at once)
         st.fn("cuzk_msm_windows_" + g, plan.segs * rows * 8).launch(
-            s, Wk * plan.P, plan.segs, [("P", ptr["windows"]), ("P", sums), ("P", off), ("I", c),
-                                        ("I", plan.P)], shmem=plan.segs * rows * 8)
+            s, Wk * plan.P, plan.segs, [("P", ptr["windows"]), ("P", ptr["sums_a"]), ("P", ptr["off_b"]),
+                                        ("P", ptr["sums_b"]), ("P", ptr["off_a"]), ("P", more),
+                                        ("I", plan.levels), ("I", c), ("I", plan.P)],
+            shmem=plan.segs * rows * 8)
         d.copy_dtoh(host_view, ptr["windows"], host_view.nbytes, s)
         mark("windows")
         if _PROFILE:

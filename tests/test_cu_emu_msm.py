@@ -246,6 +246,72 @@ def test_msm_g1_tiny_segments(gpu_msm, rng, kind, segment):
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{kind} S={segment}"
 
 
+def _last_level(ints, plan):
+    """The segment level after which every bucket holds <= 1 sum (Python reference): level 0
+    cuts bucket b's cnt_b sorted entries into ceil(cnt_b / S) segments ("bucket") or into the
+    pieces its range [off_b, off_b + cnt_b) makes of the global chunks of S ("flat", "batch");
+    each level after makes ceil(m / S) of m."""
+    S, sizes = plan.S, _reference_buckets(ints, plan)
+    at, m = 0, []
+    for b in sorted(sizes):
+        cnt = sizes[b]
+        if plan.balance == "bucket":
+            m.append(-(-cnt // S))
+        else:
+            m.append((at + cnt - 1) // S - at // S + 1)
+        at += cnt
+    level = 0
+    while m and max(m) > 1:
+        m, level = [-(-x // S) for x in m], level + 1
+    return level
+
+
+LEVEL_CASES = [("uniform", 300, 12, 4, "bucket"), ("uniform", 300, 12, 4, "flat"),
+               ("uniform", 300, 7, 4, "bucket"), ("uniform", 300, 7, 2, "batch"),
+               ("uniform", 300, 5, 3, "flat"), ("equal", 130, 2, 3, "bucket"), ("ones", 150, 4, 2, "flat")]
+
+
+@pytest.mark.parametrize("kind,n,c,S,balance", LEVEL_CASES,
+                         ids=[f"{k}-c{c}-S{s}-{b}" for k, _, c, s, b in LEVEL_CASES])
+def test_msm_levels_after_one_sum_per_bucket_do_nothing(gpu_msm, fake, monkeypatch, rng, kind, n, c, S, balance):
+    """Segment levels after the one that left every bucket one sum return at once (more[L] = 0),
+    and the window kernel reads the last level that ran (its parity picks the buffers): the CPU's
+    bytes either way.  The more[] words, read as the window kernel starts, against a reference
+    from the bucket sizes (``_last_level``): level L + 1 runs iff some bucket had > 1 sum after L."""
+    seen = []
+    real = fake.emu.launch
+
+    def spy(name, g, b, shmem, packed):
+        if name.startswith("cuzk_msm_windows_"):
+            ptr, levels = packed[5][1], packed[6][1]
+            words = np.zeros(levels, np.uint32)
+            fake.copy_dtoh(words, ptr, words.nbytes, None)
+            seen.append(words)
+        return real(name, g, b, shmem, packed)
+    monkeypatch.setattr(fake.emu, "launch", spy)
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, kind)
+    got = gpu_msm.msm_g1(pts, sc, c=c, segment=S, balance=balance)
+    assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{kind} c={c} S={S} {balance}"
+    (more,) = seen
+    plan = gpu_msm.msm_plan(n, "g1", None, npoints=n, c=c, segment=S, balance=balance)
+    want = _last_level([int.from_bytes(r.tobytes(), "little") for r in sc], plan)
+    assert len(more) == plan.levels > want
+    assert list(more) == [1] * want + [0] * (plan.levels - want), (list(more), want)
+
+
+def test_msm_level_cases_cover_skips_and_full_runs(gpu_msm, rng):
+    """LEVEL_CASES hold both: MSMs whose later levels are skipped and MSMs that need every level."""
+    skipped = full = 0
+    for kind, n, c, S, balance in LEVEL_CASES:
+        plan = gpu_msm.msm_plan(n, "g1", None, npoints=n, c=c, segment=S, balance=balance)
+        sc = dist_scalars(np.random.default_rng(0), n, kind)
+        last = _last_level([int.from_bytes(r.tobytes(), "little") for r in sc], plan)
+        skipped += last + 1 < plan.levels
+        full += last + 1 == plan.levels
+    assert skipped >= 3 and full >= 1
+
+
 @pytest.mark.parametrize("k,c", [(2, 5), (3, 4), (4, 8), (52, 5), (16, 16)])   # (16, 16): precompute "auto" to 2^21
 @pytest.mark.parametrize("kind", ["uniform", "bits90", "r_minus_1"])
 def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):

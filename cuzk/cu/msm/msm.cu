@@ -37,22 +37,37 @@ extern "C" __global__ void cuzk_msm_apply_counts(uint64_t* off, const uint64_t* 
 }
 // flat != 0: the pieces of msm::chunk_sums (cut at global multiples of S) instead of
 // bucket-relative segments (msm::segments_of).
+// Levels past the one that left every bucket one sum do nothing (a uniform MSM needs one or two of
+// the levels its plan allows for the worst case, all its scalars equal): level L's
+// apply_segments sets more[L] when some bucket gets more than one sum, and level L + 1's four
+// launches (tiles_segments, scan_block, apply_segments, sum_partials) return at once when their
+// `need` (= more + L) is 0; `need` null: always run (level 0, the counts' scan).  The window
+// kernel then reads the last level that ran (msm::last_level).
+#define CUZK_MSM_UNLESS_NEEDED(need) if ((need) && *(need) == 0) return
 extern "C" __global__ void cuzk_msm_tiles_segments(uint64_t* tiles, const uint64_t* off, uint32_t nb, uint32_t S,
-                                                   uint32_t K, uint32_t flat)
+                                                   uint32_t K, uint32_t flat, const uint32_t* need)
 {
+    CUZK_MSM_UNLESS_NEEDED(need);
     CUZK_DYN_SMEM(uint64_t, ts_red);
     msm::tile_totals(tiles, ts_red, nb, K, [&](uint32_t b) { return msm::segments_of(off, b, S, flat); });
 }
 extern "C" __global__ void cuzk_msm_apply_segments(uint64_t* seg, const uint64_t* tile_off, const uint64_t* off,
                                                    uint32_t nb, uint32_t S, uint32_t K, uint32_t ntiles,
-                                                   uint32_t flat)
+                                                   uint32_t flat, const uint32_t* need, uint32_t* more)
 {
+    CUZK_MSM_UNLESS_NEEDED(need);
     CUZK_DYN_SMEM(uint64_t, as_chunk);
-    msm::tile_apply(seg, as_chunk, tile_off, nb, K, ntiles,
-                    [&](uint32_t b) { return msm::segments_of(off, b, S, flat); });
+    bool many = false;
+    msm::tile_apply(seg, as_chunk, tile_off, nb, K, ntiles, [&](uint32_t b) {
+        const uint64_t v = msm::segments_of(off, b, S, flat);
+        many |= v > 1;
+        return v;
+    });
+    if (many) *more = 1;                      // the same word from any thread: a benign race
 }
-extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in, uint32_t n)
+extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in, uint32_t n, const uint32_t* need)
 {
+    CUZK_MSM_UNLESS_NEEDED(need);
     CUZK_DYN_SMEM(uint64_t, sb_chunk);
     msm::scan_block(out, sb_chunk, in, n);
 }
@@ -112,16 +127,21 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
     CUZK_MSM_BATCH_KERNEL(G, CUZK_MSM_BATCH_FIELD_##G)                                                  \
     extern "C" __global__ void cuzk_msm_sum_partials_##G(G##_xyzz_t* out, const uint64_t* seg,          \
                                                          const uint64_t* off, const G##_xyzz_t* in,     \
-                                                         uint32_t nb, uint32_t S)                       \
+                                                         uint32_t nb, uint32_t S, const uint32_t* need) \
     {                                                                                                   \
+        CUZK_MSM_UNLESS_NEEDED(need);                                                                   \
         msm::sum_partials(out, seg, off, in, nb, S);                                                    \
     }                                                                                                   \
-    /* dynamic shared memory: blockDim.x XYZZ points */                                                 \
-    extern "C" __global__ void cuzk_msm_windows_##G(G##_xyzz_t* sums, const G##_xyzz_t* bsum,           \
-                                                    const uint64_t* seg, uint32_t c, uint32_t P)        \
+    /* dynamic shared memory: blockDim.x XYZZ points; the sums and offsets of the last level that */   \
+    /* ran: even levels write sums_e at seg_e, odd ones sums_o at seg_o (msm::last_level) */            \
+    extern "C" __global__ void cuzk_msm_windows_##G(G##_xyzz_t* sums, const G##_xyzz_t* sums_e,         \
+                                                    const uint64_t* seg_e, const G##_xyzz_t* sums_o,    \
+                                                    const uint64_t* seg_o, const uint32_t* more,        \
+                                                    uint32_t levels, uint32_t c, uint32_t P)            \
     {                                                                                                   \
         CUZK_DYN_SMEM(G##_xyzz_t, part_##G);                                                            \
-        msm::windows(sums, part_##G, bsum, seg, c, P);                                                  \
+        const bool odd = msm::last_level(more, levels) & 1u;                                            \
+        msm::windows(sums, part_##G, odd ? sums_o : sums_e, odd ? seg_o : seg_e, c, P);                 \
     }                                                                                                   \
     extern "C" __global__ void cuzk_msm_precompute_##G(G##_affine_t* table, uint32_t N, uint32_t k,     \
                                                        uint32_t shift)                                  \
@@ -133,3 +153,4 @@ CUZK_MSM_GROUP(g1)
 CUZK_MSM_GROUP(g2)
 #undef CUZK_MSM_GROUP
 #undef CUZK_MSM_POINTS_KERNEL
+#undef CUZK_MSM_UNLESS_NEEDED

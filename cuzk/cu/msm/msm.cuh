@@ -20,7 +20,9 @@
 //                 are the same group elements whatever the order)
 //   4. segments   every bucket is cut into segments of <= S entries; one thread per segment
 //                 (segment → bucket by binary search over seg[b] = Σ_{b'<b} ceil(cnt/S)),
-//                 then the same step over the segment sums, until each bucket has <= 1 sum.
+//                 then the same step over the segment sums, until each bucket has <= 1 sum
+//                 (the plan allows the levels of the worst case, one bucket holding every
+//                 entry; a level after the one that left every bucket <= 1 sum does nothing).
 //                 A bucket holding 45 % of the points (bits90: every scalar 1) is spread over
 //                 0.45·n/S threads, so no thread sums more than S points of any distribution.
 //                 Or ("flat", level 0 only): one thread per S consecutive sorted entries,
@@ -296,6 +298,16 @@ CUZK_DEVICE void scan_block(uint64_t* out, uint64_t* chunk, const uint64_t* in, 
         out[i] = run;
         run += v;
     }
+}
+
+// The last segment step that ran of `levels` (0 = level 0): the first level L whose
+// apply_segments left more[L] = 0 (every bucket at most one sum), so level L + 1 and all after it
+// returned at once; levels − 1 when every level ran.
+CUZK_DEVICE uint32_t last_level(const uint32_t* more, uint32_t levels)
+{
+    uint32_t L = 0;
+    while (L + 1 < levels && more[L]) L++;
+    return L;
 }
 
 // The bucket b < nb whose segments [seg[b], seg[b+1]) hold segment g (g < seg[nb]):
