@@ -93,6 +93,18 @@ for step in "${@:-all}"; do
                  --kinds uniform --k 4 --runs 3 --no-check --json "$OUT/skip$SK-27.json" 2>&1 \
                  | tee "$OUT/skip$SK-27.log" | grep -v "^msm " | tail -3 | sed "s/^/skip=$SK /"
           done ;;
+    winab) # the window step's grid: "spread" (default) against "wave" (one block per SM, longer running sums),
+           # profile on (the windows= step): G1 2^24 with 13 copies (Wk = 1), then the 2^27 H MSM (k = 4, Wk = 4)
+          for G in spread wave; do
+            CUZK_MSM_WINDOW_GRID=$G CUZK_MSM_PROFILE=1 timeout 120 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' \
+                 --kinds uniform --k 13 --runs 3 --no-check --json "$OUT/win-$G-24.json" 2>&1 | tee "$OUT/win-$G-24.log" \
+                 | grep "^msm \|^g1 " | tail -2 | sed "s/^/$G /"
+          done
+          [ -n "${WINAB27:-}" ] && for G in spread wave; do
+            CUZK_MSM_WINDOW_GRID=$G CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' \
+                 --kinds uniform --k 4 --runs 3 --no-check --json "$OUT/win-$G-27.json" 2>&1 | tee "$OUT/win-$G-27.log" \
+                 | grep "^msm \|^g1 " | tail -2 | sed "s/^/$G /"
+          done ;;
     peer27) # the same at 2^26 (k 1, 4, 13) and 2^27 (k 1, 4), each peer sum against cuzk's
           timeout 240 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 26 --g2 '' --kinds uniform,bits90 --k 1,4,13 \
                --no-check --runs 3 --json "$OUT/peer26.json" 2>&1 | tee "$OUT/peer26.log" | tail -9

@@ -138,13 +138,31 @@ def _pow2_floor(x):
     return 1 << (max(int(x), 1).bit_length() - 1)
 
 
-def _window_split(c, Wk, sm_count):
+# The window kernel's grid (_window_split).  "spread" (the default): >= 8 buckets per thread and up to
+# ~8 blocks per SM (the loop may double past 4), i.e. several waves at 2^27 (Wk = 4, H = 2^19: 1024
+# blocks of 256 threads, 8 buckets each); "wave" (CUZK_MSM_WINDOW_GRID=wave, prepared in session 20,
+# not timed): one block of 256 per SM in all, so each thread's running sums are longer (2^27: 64
+# buckets, 128 blocks) and the per-thread multiplication by its first bucket's weight (32
+# doublings + ~16 additions) is paid by 8x fewer threads.  Counted (XYZZ operations per window
+# step, 2 per bucket + ~48 per thread): 2^27 H MSM 16.8 M -> 5.8 M (the step measured 6.9-7.5 ms),
+# G1 2^24 with 13 copies 4.2 M -> 2.6 M (1.84 ms), a tail of c = 16 at k = 1 4.2 M -> 2.6 M.
+_WINDOW_GRID = os.environ.get("CUZK_MSM_WINDOW_GRID", "spread")
+if _WINDOW_GRID not in ("spread", "wave"):
+    raise ValueError(f"CUZK_MSM_WINDOW_GRID must be 'spread' or 'wave', got {_WINDOW_GRID!r}")
+
+
+def _window_split(c, Wk, sm_count, grid=None):
     """(blocks per window P, threads per block) of the window kernel: H = 2^(c−1) buckets split
     evenly (both powers of two, P·threads divides H), >= 8 buckets per thread where possible
-    (each thread also pays a 32-doubling multiplication), ~4 blocks per SM in all."""
+    (each thread also pays a 32-doubling multiplication); ``grid`` (None: ``_WINDOW_GRID``)
+    "spread": ~4-8 blocks per SM in all, "wave": at most one per SM (Wk·P <= sm_count)."""
     H = 1 << (c - 1)
     segs = min(256, max(1, H // 8))
     P = 1
+    if (grid or _WINDOW_GRID) == "wave":
+        while H // (2 * P * segs) >= 8 and Wk * 2 * P <= sm_count:
+            P *= 2
+        return P, segs
     while H // (2 * P * segs) >= 8 and Wk * P < 4 * sm_count:
         P *= 2
     return P, segs

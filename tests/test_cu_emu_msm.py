@@ -185,6 +185,41 @@ def test_scatter_passes_cover_the_buckets(gpu_msm):
             assert all(0 < hi - lo <= per for lo, hi in ps)
 
 
+def test_window_split_grids():
+    """Both window grids split every bucket set evenly (P·threads divides H, powers of two), keep
+    >= 8 buckets per thread where H allows, and "wave" never has more blocks than SMs (beyond one
+    block per window) nor fewer buckets per thread than "spread"."""
+    from cuzk._cuda_msm import _window_split
+    for sm in (1, 4, 132):
+        for c in range(2, 25):
+            H = 1 << (c - 1)
+            for Wk in (1, 2, 4, 13, 16, 128):
+                got = {g: _window_split(c, Wk, sm, g) for g in ("spread", "wave")}
+                for P, segs in got.values():
+                    assert P & (P - 1) == 0 and segs & (segs - 1) == 0 and H % (P * segs) == 0
+                    assert H // (P * segs) >= min(8, H // segs)
+                (Ps, ts), (Pw, tw) = got["spread"], got["wave"]
+                assert ts == tw and Pw <= Ps and (Wk * Pw <= sm or Pw == 1)
+
+
+@pytest.mark.parametrize("grid", ["spread", "wave"])
+def test_msm_window_grids_same_bytes(gpu_msm, monkeypatch, rng, grid):
+    """c = 13 (2^12 buckets a window) with 4 copies (Wk = 5): the two grids split the window step
+    differently on the emulator's 4 SMs ("spread" 2 blocks a window of 8 buckets a thread, "wave"
+    1 of 16): the CPU's bytes with both, G1 and (if built) G2."""
+    from cuzk._cuda_msm import _window_split
+    monkeypatch.setattr(gpu_msm, "_WINDOW_GRID", grid)
+    assert _window_split(13, 5, 4) == ((2, 256) if grid == "spread" else (1, 256))
+    n = 64
+    pts = points("g1", n)
+    sc = dist_scalars(rng, n, "uniform")
+    assert np.array_equal(gpu_msm.msm_g1(pts, sc, c=13, k=4), cpu_msm(pts, sc, "g1"))
+    if _g2_ready():
+        p2 = points("g2", 24)
+        s2 = dist_scalars(rng, 24, "bits90")
+        assert np.array_equal(gpu_msm.msm_g2(p2, s2, c=13, k=4), cpu_msm(p2, s2, "g2"))
+
+
 def test_plan_invariants(gpu_msm):
     """Window/segment planning against its contracts, for many sizes (no tuning constants)."""
     M = gpu_msm
