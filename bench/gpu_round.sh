@@ -29,8 +29,9 @@
 #   k13e24
 # Session 19: tests peer / peer27 / peerbatch eng27 (sppark's msm_t timed in the same process as cuzk's MSM, same points and scalars)
 # Session 20: tests balsz (balanced batch additions, the new G1 default, on the GPU; G2 and small sizes timed) /
-#   ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the region with the new defaults) /
-#   tests skipab (segment levels skipped once every bucket holds one sum)
+#   balg2 ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the kernels in whole proofs) /
+#   tests skipab (segment levels skipped once every bucket holds one sum: kept) / eng27 / eng27 (the defaults twice);
+#   winab prepared (the window step on one wave), not run
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
