@@ -120,12 +120,13 @@ class BatchPlan:
 # affine in one run: G1 2^20 0.447 / 0.756 / 0.899 and 0.759 / 1.025 / 0.967; 2^22 1.024 / 1.375 /
 # 1.777 and 1.839 / 2.028 / 2.038; 2^24 3.545 / 4.658 / 5.104 and 6.850 / 7.475 / 6.731; 2^27
 # 27.149 / 29.629 / 28.769 and 53.693 / 54.360 / 46.955.  G2 2^24 11.452 / 14.255 / 13.359 and
-# 22.247 / 24.367 / 17.939; 2^27 88.294 / 98.165 / 77.977 and 174.372 / 183.860 / 128.161.
+# 22.247 / 24.367 / 17.939; 2^27 88.294 / 98.165 / 77.977 and 174.372 / 183.860 / 128.161; at
+# 45 %, balanced / affine: 2^25 22.559 / 23.158, 2^26 44.522 / 43.408.
 # So: "balanced" (XYZZ additions, even work per thread) wherever its spread-free schedule beats
 # affine's cheaper additions: every sparse G1 bitmap, dense G1 ones below _G1_DENSE_AFFINE_MIN
-# points, sparse G2 ones below _G2_SPARSE_AFFINE_MIN (the balanced/affine ratio 0.86 at 2^24 and
-# 1.13 at 2^27: the crossing, interpolated in log n, near 2^25.5; 2^25 and 2^26 not measured);
-# "affine" for the rest (the more points per thread, the more its one inversion per lane saves).
+# points, sparse G2 ones below _G2_SPARSE_AFFINE_MIN (the balanced/affine ratio 0.86 at 2^24,
+# 0.97 at 2^25, 1.03 at 2^26, 1.13 at 2^27; G2 below 2^24 not measured); "affine" for the rest
+# (the more points per thread, the more its one inversion per lane saves).
 # A bitmap is dense from _DENSE of its bits set (PoRep's ones are ~45 %).  "xyzz" stays selectable.
 _DENSE = 0.6
 _G1_DENSE_AFFINE_MIN = 1 << 24

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
-                    check_randomizers, flag_arg, ones_kind_arg, precompute_arg, random_scalar, streams_arg,
-                    timed)
+                    check_randomizers, flag_arg, ones_kind_arg, precompute_arg, random_scalar,
+                    streams_arg, timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
