@@ -189,8 +189,8 @@ class Peer:
         bits = np.ascontiguousarray(bits)
         ms = np.zeros(runs + 1, dtype=np.float64)
         out = np.zeros(24, dtype=np.uint64)
-        rc = self.lib.peer_batch_add_g1(base_pts.ctypes.data, base_pts.shape[0], n, bits.ctypes.data, runs + 1, ms.ctypes.data,
-               out.ctypes.data)
+        rc = self.lib.peer_batch_add_g1(base_pts.ctypes.data, base_pts.shape[0], n, bits.ctypes.data, runs + 1,
+                                        ms.ctypes.data, out.ctypes.data)
         if rc != 0:
             raise RuntimeError(f"peer_batch_add_g1 returned {rc}")
         return statistics.median(ms[1:]), _field.g1_xyzz_horner(out[None, :], 1, 1, 0)

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from test_cu_emu import to_arr
+from test_cu_emu import from_arr, to_arr
 
 from cuzk._assignment import fr_to_mont
 from cuzk._msm_dists import KINDS, R, scalars as dist_scalars
@@ -330,7 +330,7 @@ def test_msm_levels_after_one_sum_per_bucket_do_nothing(gpu_msm, fake, monkeypat
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{kind} c={c} S={S} {balance}"
     (more,) = seen
     plan = gpu_msm.msm_plan(n, "g1", None, npoints=n, c=c, segment=S, balance=balance)
-    want = _last_level([int.from_bytes(r.tobytes(), "little") for r in sc], plan)
+    want = _last_level(from_arr(sc), plan)
     assert len(more) == plan.levels > want
     assert list(more) == [1] * want + [0] * (plan.levels - want), (list(more), want)
 
@@ -341,7 +341,7 @@ def test_msm_level_cases_cover_skips_and_full_runs(gpu_msm, rng):
     for kind, n, c, S, balance in LEVEL_CASES:
         plan = gpu_msm.msm_plan(n, "g1", None, npoints=n, c=c, segment=S, balance=balance)
         sc = dist_scalars(np.random.default_rng(0), n, kind)
-        last = _last_level([int.from_bytes(r.tobytes(), "little") for r in sc], plan)
+        last = _last_level(from_arr(sc), plan)
         skipped += last + 1 < plan.levels
         full += last + 1 == plan.levels
     assert skipped >= 3 and full >= 1
