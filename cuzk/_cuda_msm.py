@@ -138,15 +138,14 @@ def _pow2_floor(x):
     return 1 << (max(int(x), 1).bit_length() - 1)
 
 
-# The window kernel's grid (_window_split).  "spread" (the default): >= 8 buckets per thread and up to
-# ~8 blocks per SM (the loop may double past 4), i.e. several waves at 2^27 (Wk = 4, H = 2^19: 1024
-# blocks of 256 threads, 8 buckets each); "wave" (CUZK_MSM_WINDOW_GRID=wave, prepared in session 20,
-# not timed): one block of 256 per SM in all, so each thread's running sums are longer (2^27: 64
-# buckets, 128 blocks) and the per-thread multiplication by its first bucket's weight (32
-# doublings + ~16 additions) is paid by 8x fewer threads.  Counted (XYZZ operations per window
-# step, 2 per bucket + ~48 per thread): 2^27 H MSM 16.8 M -> 5.8 M (the step measured 6.9-7.5 ms),
-# G1 2^24 with 13 copies 4.2 M -> 2.6 M (1.84 ms), a tail of c = 16 at k = 1 4.2 M -> 2.6 M.
-_WINDOW_GRID = os.environ.get("CUZK_MSM_WINDOW_GRID", "spread")
+# The window kernel's grid (_window_split).  "wave" (the default since session 21): one block of 256
+# per SM in all, so each thread's running sums are long (2^27 H MSM: 64 buckets, 128 blocks) and the
+# per-thread multiplication by its first bucket's weight (32 doublings + ~16 additions) is paid by
+# few threads; "spread" (CUZK_MSM_WINDOW_GRID=spread, the default before): >= 8 buckets per thread
+# and up to ~8 blocks per SM (2^27: 1024 blocks of 8 buckets).  Counted (XYZZ operations per window
+# step, 2 per bucket + ~48 per thread): 2^27 16.8 M -> 5.8 M, G1 2^24 with 13 copies 4.2 M -> 2.6 M;
+# measured (session 21, same call): the step 6.88 -> 3.14 ms at 2^27, 1.81 -> 1.26 ms at 2^24.
+_WINDOW_GRID = os.environ.get("CUZK_MSM_WINDOW_GRID", "wave")
 if _WINDOW_GRID not in ("spread", "wave"):
     raise ValueError(f"CUZK_MSM_WINDOW_GRID must be 'spread' or 'wave', got {_WINDOW_GRID!r}")
 
