@@ -53,12 +53,18 @@ def test_metrics_exact():
     # steady span: device 0 from 1.0 to 4.0, device 1 from 1.0 to 4.0 (fill and drain left out)
     assert m["steady_gpu_efficiency"] == pytest.approx(((1.0 + 0.98 + 0.8) / 3.0 + 2.0 / 3.0) / 2)
     assert m["steady_kernel_busy"] == pytest.approx(((1.0 + 0.5 + 0.8) / 3.0 + 2.0 / 3.0) / 2)
+    # steady period: device 0's regions end at 2, 3, 4 (1 s each), device 1's at 1.5, 4 (2.5 s)
+    assert m["steady_s_per_partition"] == pytest.approx(1 / (1 / 1.0 + 1 / 2.5))
+    assert m["steady_s_per_proof"] == pytest.approx(10 / (1 / 1.0 + 1 / 2.5))
     assert m["gaps"]["lt_50ms"] == 1 and m["gaps"]["50_500ms"] == 1 and m["gaps"]["gt_500ms"] == 1
     assert m["gaps"]["total_s"] == pytest.approx(0.02 + 0.2 + 1.0)
     med = m["stage_median_s"]
     assert med["run"] == pytest.approx(0.1) and med["prepare.prep_msm"] == pytest.approx(0.004)
     assert m["lock_wait_total_s"]["compute"] == pytest.approx(5 * 0.002)
     assert Timeline().metrics()["partitions_per_s"] == 0.0
+    assert Timeline().metrics()["steady_s_per_proof"] is None
+    one = _tl([(0, 0, 1, 0, (1.0, 1.1), (1.1, 2.0), None)]).metrics()   # one region: no period
+    assert one["steady_s_per_partition"] is None and one["s_per_partition"] is not None
     assert (m["early_partitions"], m["early_fallbacks"]) == (0, 0)
 
 

@@ -139,7 +139,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "s_per_partition": m["s_per_partition"], "partitions_per_s": m["partitions_per_s"],
             "s_per_10_partitions": m["s_per_proof"], "gpu_efficiency": m["gpu_efficiency"],
             "kernel_busy": m["kernel_busy"], "steady_gpu_efficiency": m["steady_gpu_efficiency"],
-            "steady_kernel_busy": m["steady_kernel_busy"], "gaps": m["gaps"],
+            "steady_kernel_busy": m["steady_kernel_busy"],
+            "steady_s_per_10_partitions": m["steady_s_per_proof"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
             "wall_s": m["wall_s"], "pools": pools, "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
@@ -347,11 +348,12 @@ def format_single_table(rows):
 
 def format_engine_table(rows):
     """The bench table: mode, workers, thread share, s/partition, throughput, GPU efficiency,
-    kernel busy, steady-state kernel busy (first region to last, fill and drain left out), gap
+    kernel busy, steady-state kernel busy (first region to last, fill and drain left out), the
+    steady period per 10 partitions (region end to region end: a continuous stream's rate), gap
     counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
     head = (f"{'log_n':>5s} {'mode':>9s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
             f"{'part/s':>8s} "
-            f"{'s/10part':>9s} {'gpu_eff':>7s} {'busy':>6s} {'steady':>6s} {'gaps <50ms/50-500/>500':>23s} "
+            f"{'s/10part':>9s} {'steady10':>8s} {'gpu_eff':>7s} {'busy':>6s} {'steady':>6s} {'gaps <50ms/50-500/>500':>23s} "
             f"{'vs coarse':>9s} {'verified':>8s}")
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -362,6 +364,7 @@ def format_engine_table(rows):
         share = r.get("thread_share", DEFAULT_THREAD_SHARE)
         lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r['workers']:>7d} {share:>6s} {spp:9.4f} "
                      f"{r['partitions_per_s']:8.2f} {(r['s_per_10_partitions'] or 0):9.3f} "
+                     f"{(r.get('steady_s_per_10_partitions') or 0):8.3f} "
                      f"{r['gpu_efficiency']:7.1%} {r['kernel_busy']:6.1%} "
                      f"{r.get('steady_kernel_busy', 0.0):6.1%} {gaps:>23s} "
                      f"{sp:>9s} {('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")

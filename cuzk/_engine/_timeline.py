@@ -149,7 +149,11 @@ class Timeline:
             over wall, averaged over devices), ``steady_gpu_efficiency`` and
             ``steady_kernel_busy`` (the same over each device's steady span, from its first
             kernel region's start to its last one's end: the pipeline fill before the first
-            region and the drain after the last are left out), ``gaps`` (histogram of the idle gaps between
+            region and the drain after the last are left out), ``steady_s_per_partition`` and
+            ``steady_s_per_proof`` (the pipeline's period: per device, the time from its first
+            kernel region's end to its last one's over the regions between, the devices'
+            rates added; None without a device of two regions: the rate a continuous stream of
+            partitions reaches, where ``s_per_partition`` also pays one fill and drain), ``gaps`` (histogram of the idle gaps between
             merged kernel regions, per :data:`GAP_BINS`, plus ``total_s``),
             ``stage_median_s`` (per stage and per ``part.timings`` key), ``lock_wait_median_s``
             and ``lock_wait_total_s`` per lock, ``early_partitions`` and ``early_fallbacks``
@@ -171,7 +175,7 @@ class Timeline:
         m["s_per_proof"] = (m["s_per_partition"] * partitions_per_proof if ok else None)
         regions = self.kernel_regions(recs)
         devices = sorted({r.device for r in parts} | set(regions))
-        effs, busy, s_effs, s_busy = [], [], [], []
+        effs, busy, s_effs, s_busy, rates = [], [], [], [], []
         gaps = {name: 0 for name, _, _ in GAP_BINS}
         gaps["total_s"] = 0.0
         for d in devices:
@@ -185,6 +189,9 @@ class Timeline:
             if span > 0:
                 s_effs.append(covered / span)
                 s_busy.append(min(1.0, kernel_s / span))
+            ends = sorted(b for _, b, _ in rs)
+            if len(ends) > 1 and ends[-1] > ends[0]:
+                rates.append((len(ends) - 1) / (ends[-1] - ends[0]))
             for (_, b), (a, _) in zip(merged, merged[1:]):
                 g = a - b
                 gaps["total_s"] += g
@@ -196,6 +203,9 @@ class Timeline:
         m["kernel_busy"] = statistics.fmean(busy) if busy else 0.0
         m["steady_gpu_efficiency"] = statistics.fmean(s_effs) if s_effs else 0.0
         m["steady_kernel_busy"] = statistics.fmean(s_busy) if s_busy else 0.0
+        m["steady_s_per_partition"] = 1.0 / sum(rates) if rates else None
+        m["steady_s_per_proof"] = (m["steady_s_per_partition"] * partitions_per_proof
+                                   if rates else None)
         m["gaps"] = gaps
         per = defaultdict(list)
         for r in recs:
