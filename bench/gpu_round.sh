@@ -32,6 +32,9 @@
 #   balg2 ones24 eng27 (ENG27_OPTS="--stage-options ones_kind=affine;ones_kind=auto": the kernels in whole proofs) /
 #   tests skipab (segment levels skipped once every bucket holds one sum: kept) / eng27 / eng27 (the defaults twice);
 #   winab prepared (the window step on one wave), not run
+# Session 21: winab (WINAB27=1: the wave grid kept as the default).  Session 22: tests eng27 (ENG27_P=20) / msmtab /
+#   eng24all soak16 / eng27 (ENG27_MODES=coarse,narrow,two-lock ENG27_W=1,2,3 with --trace) / eng27 (two-lock, 2 workers,
+#   --trace: a call's files are capped at 8, so the best configuration's trace gets its own call)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
