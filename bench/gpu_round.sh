@@ -34,7 +34,7 @@
 #   winab prepared (the window step on one wave), not run
 # Session 21: winab (WINAB27=1: the wave grid kept as the default).  Session 22: tests eng27 (ENG27_P=20) / msmtab /
 #   eng24all soak16 / eng27 (ENG27_MODES=coarse,narrow,two-lock ENG27_W=1,2,3 with --trace) / eng27 (two-lock, 2 workers,
-#   --trace: a call's files are capped at 8, so the best configuration's trace gets its own call)
+#   --trace: a call's files are capped at 8, so the best configuration's trace gets its own call); rowab prepared
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -265,6 +265,11 @@ for step in "${@:-all}"; do
     str24) timeout 240 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
                 --stage-options "streams=1;streams=2" --single 3 --backend cuda --cache-dir memory \
                 --json "$OUT/str24.json" 2>&1 | tee "$OUT/str24.log" | tail -16 ;;
+    rowab) # row_check=on_failure (the CPU row check only when a verified proof fails) against beside, same run:
+           # 2^24, where the engine is host-bound (two-lock, 2 and 4 workers)
+           timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \
+                --stage-options "row_check=beside;row_check=on_failure" --backend cuda --cache-dir memory \
+                --json "$OUT/rowab.json" 2>&1 | tee "$OUT/rowab.log" | tail -16 ;;
     eng24all) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 1,2,3,4 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --cache-dir memory --json "$OUT/eng24all.json" 2>&1 \
                 | tee "$OUT/eng24all.log" | tail -16 ;;

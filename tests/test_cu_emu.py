@@ -457,6 +457,73 @@ def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):
     ctx.close()
 
 
+def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
+    """``row_check="on_failure"``: a verified partition skips the row check (no ``row_check``
+    time) and gives the CPU's bytes; a witness that leaves a row unsatisfied still raises
+    UnsatisfiedAssignmentError with that row, found once its proof fails verification (the
+    normal and the early path), and a partition that is not verified is checked beside the
+    region or, when run expected a verification that finish does not do, in finish.  A c that
+    disagrees with a∘b while the witness is good is not read: the witness's valid proof."""
+    from cuzk._assignment import Assignment
+    from cuzk._circuit import porep_like
+    from cuzk._errors import UnsatisfiedAssignmentError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages import parse_stage_options
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 3)
+    pk = keygen_random(r1cs, seed=3)
+    asg = r1cs.assignment(inputs, aux)
+    aux2 = aux.copy()
+    aux2[5] = aux2[9]
+    row = r1cs.unsatisfied_row(inputs, aux2)
+    assert row >= 0
+    bad = r1cs.assignment(inputs, aux2)
+    c = asg.c.copy()
+    c[17] = c[16]
+    bad_c = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
+    with pytest.raises(ValueError, match="row_check"):
+        CudaStages(row_check="sometimes")
+    assert parse_stage_options("row_check=On_Failure") == {"row_check": "on_failure"}
+    st = CudaStages(threads=2, b_g2="gpu", row_check="on_failure")
+    ctx = st.context()
+    key = st.load_key(pk)
+    budget = device_budget(st.device)
+    ref = prove(pk, asg, 1, 2, backend="cpu")
+
+    def partition(a, verify=True):
+        part = st.prepare(key, a, ctx, 1, 2)
+        part.verify = verify
+        st.run(part).synchronize()
+        return part
+
+    part = partition(asg)
+    assert st.finish(part) == ref and "row_check" not in part.timings
+    assert st.finish(partition(bad_c)) == ref
+    part = partition(bad)
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        st.finish(part)
+    assert e.value.row == row and "row_check" in part.timings and budget.used == key.nbytes
+    part = partition(bad, verify=False)
+    assert "row_check" in part.timings                   # beside the region
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        st.finish(part, verify=False)
+    assert e.value.row == row
+    part = partition(bad)
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        st.finish(part, verify=False)                    # run expected a verification: in finish
+    assert e.value.row == row
+    t = {}
+    with pytest.raises(UnsatisfiedAssignmentError) as e:
+        prove(pk, bad, 1, 2, stages=st, timings=t)       # cuzk.prove's path (early with a resident key)
+    assert e.value.row == row
+    assert prove(pk, asg, 1, 2, stages=st) == ref
+    assert budget.used == key.nbytes
+    key.release()
+    ctx.close()
+
+
 def test_cuda_stages_abort_releases_everything(fake, monkeypatch):
     """A failure inside the kernel region (an injected error after prepare) leaves no reservation
     and no live pool allocation behind; the next partition on the same context proves."""

@@ -225,14 +225,15 @@ def test_parse_stage_options():
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
-                                  "abc_scratch", "ones_kind"}
+                                  "abc_scratch", "ones_kind", "row_check"}
     assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
     assert parse_stage_options("streams=2") == {"streams": 2}
     assert parse_stage_options("early_h=0,early-h=yes") == {"early_h": True}
     assert parse_stage_options("early_h=off") == {"early_h": False}
     for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int"),
                      ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2"), ("early_h=2", "not 0 or 1"),
-                     ("ones_kind=fast", "not one of auto/xyzz/affine/balanced")):
+                     ("ones_kind=fast", "not one of auto/xyzz/affine/balanced"),
+                     ("row_check=never", "not one of beside/on_failure")):
         with pytest.raises(ValueError, match=why):
             parse_stage_options(bad)
 

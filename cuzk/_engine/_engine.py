@@ -812,7 +812,7 @@ class Engine:
                         if name == "prepare":
                             part = st.prepare(key, task.asg, ctx, r=task.r, s=task.s,
                                               upload=False)
-                            part.index = task.index
+                            part.index, part.verify = task.index, self.verify
                         elif name == "early_head":
                             fallback = "another partition holds device bytes" if busy else None
                             if fallback is None:
@@ -822,7 +822,7 @@ class Engine:
                                 except BudgetError as e:    # aborted: it holds nothing now
                                     fallback = f"{type(e).__name__}: {e}"
                                 else:
-                                    part.index = task.index
+                                    part.index, part.verify = task.index, self.verify
                         elif name == "early_rest":
                             done = st.early_rest(part, verify=self.verify)
                         elif name == "upload":

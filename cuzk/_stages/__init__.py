@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
                     check_randomizers, flag_arg, ones_kind_arg, precompute_arg, random_scalar,
-                    streams_arg, timed)
+                    row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
@@ -13,7 +13,7 @@ __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuSt
 #: The CUDA backend's stage options (``CudaStages`` keywords) and their types.
 STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
                  "streams": streams_arg, "early_h": flag_arg, "abc_scratch": flag_arg,
-                 "ones_kind": ones_kind_arg}
+                 "ones_kind": ones_kind_arg, "row_check": row_check_arg}
 
 
 def parse_stage_options(text):

@@ -64,15 +64,24 @@ streams_arg.__name__ = "1 or 2"      # parse_stage_options' message: "... is not
 ONES_KINDS = ("auto", "xyzz", "affine", "balanced")
 
 
-def ones_kind_arg(v):
-    """A ``ones_kind`` stage option: "auto" or a batch-addition kernel (ValueError otherwise)."""
-    k = str(v).strip().lower()
-    if k not in ONES_KINDS:
-        raise ValueError(f"ones_kind must be one of {ONES_KINDS}, got {v!r}")
-    return k
+def choice_arg(option, choices):
+    """The parser of a stage option that takes one of ``choices`` (any case; ValueError
+    otherwise), named for ``parse_stage_options``' message ("... is not one of a/b")."""
+    def parse(v):
+        k = str(v).strip().lower()
+        if k not in choices:
+            raise ValueError(f"{option} must be one of {choices}, got {v!r}")
+        return k
+    parse.__name__ = "one of " + "/".join(choices)
+    return parse
 
 
-ones_kind_arg.__name__ = "one of " + "/".join(ONES_KINDS)
+#: ``ones_kind``: "auto" or a batch-addition kernel.
+ones_kind_arg = choice_arg("ones_kind", ONES_KINDS)
+
+#: Where the CUDA backend's row check a∘b = c runs (``CudaStages(row_check=...)``).
+ROW_CHECKS = ("beside", "on_failure")
+row_check_arg = choice_arg("row_check", ROW_CHECKS)
 
 
 def precompute_arg(v):
@@ -172,6 +181,9 @@ class Partition:
     def __init__(self, key, asg, ctx, r, s):
         self.key, self.asg, self.ctx, self.r, self.s = key, asg, ctx, r, s
         self.index = 0
+        # whether finish will verify the proof (the caller sets it before run when it will not;
+        # CudaStages' row_check="on_failure" leaves the row check to a failed verification)
+        self.verify = True
         self.timings = {}
         self.parts = {}          # name -> PendingPoint / ReadyPoint
         self.prep = None
@@ -278,6 +290,7 @@ class Stages:
         H kernels run while prep_msm does); the engine never calls this (its lock brackets
         ``run``)."""
         part = self.prepare(key, asg, ctx, r, s, check=check)
+        part.verify = bool(verify)
         try:
             t1 = time.perf_counter()
             done = self.run(part)

@@ -40,7 +40,7 @@ from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
 from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, ones_kind_arg,
-                    precompute_arg, streams_arg, timed)
+                    precompute_arg, row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -534,14 +534,30 @@ class CudaStages(CpuStages):
         The batch additions' kernel (``cuzk._cuda_batch.KINDS``): "auto" (default) takes
         ``default_kind`` per query (by group, points and bits set); a kernel name forces it for
         all four (the same bytes: a benchmark compares kernels inside whole proofs).
+    row_check : {"beside", "on_failure"}
+        The row check a∘b = c of ``check=True`` (H takes c = a∘b, so an unsatisfied row must be
+        caught on the host).  "beside" (default): on the worker's CPU threads while the region
+        runs, every partition.  "on_failure": "beside" for a partition whose proof ``finish``
+        will not verify (``Partition.verify``, set from ``verify`` by ``cuzk.prove`` and the
+        engine); a verified one skips the check and runs it only if its proof fails
+        verification, to name the first bad row (``UnsatisfiedAssignmentError``).  A witness
+        that leaves a row unsatisfied (a, b, c = A·w, B·w, C·w) still raises: its proof verifies
+        only if the key's secret τ is a root of C − C' (C, C' the degree < n interpolants of c
+        and a∘b), probability <= n/r.  What it no longer reports is a c that disagrees with a∘b
+        while a, b and the witness agree: c is never read, and the proof returned is the valid
+        one of the witness.  It saves the check's CPU work on every good partition (2^24 ~0.6,
+        2^27 ~3 core-seconds: the row check's median times 8 threads, H200 host, bench/RESULTS.md
+        session 22); not yet timed in the engine (prepared for an A/B).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
-                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto"):
+                 early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
+                 row_check="beside"):
         super().__init__(threads)
         self.ones_kind = ones_kind_arg(ones_kind)
+        self.row_check = row_check_arg(row_check)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
         self.early_h = bool(early_h)
         self.abc_scratch = bool(abc_scratch)
@@ -688,20 +704,33 @@ class CudaStages(CpuStages):
         on the CPU while the GPU runs the region: H takes c = a∘b (``h_stage_inplace(...,
         c_from_ab=True)``), so c is never uploaded (a third of a partition's upload: 4.3 GB at
         2^27), and ``finish`` raises ``UnsatisfiedAssignmentError`` for the first bad row before
-        anything computed from it leaves."""
+        anything computed from it leaves (``row_check="on_failure"``: for a verified partition,
+        only once its proof fails verification)."""
         part.asg.validate(part.key.pk)
         part.row_check = bool(check)
+        part.rows_deferred = False
         part.bad_row = -1
 
-    @staticmethod
-    def _check_rows(part):
-        """The deferred row check (``_validate``), native and GIL-free on the worker's threads;
-        called once the region is enqueued, so it runs beside the kernels."""
+    def _check_rows(self, part):
+        """The deferred row check (``_validate``), called once the region is enqueued, so it runs
+        beside the kernels; left to ``finish`` (``rows_deferred``) under
+        ``row_check="on_failure"`` when the partition's proof will be verified."""
         if getattr(part, "row_check", False):
-            from .._native import _r1cs
-            asg = part.asg
-            part.bad_row = part.lap("row_check", _r1cs.first_unsatisfied, asg.a, asg.b, asg.c,
-                                    part.ctx.threads)
+            if self.row_check == "on_failure" and part.verify:
+                part.rows_deferred = True
+            else:
+                self._row_check_now(part)
+
+    @staticmethod
+    def _row_check_now(part):
+        """a∘b = c row by row (native, GIL-free, the worker's threads): ``part.bad_row`` is the
+        first bad row or −1."""
+        from .._native import _r1cs
+        asg = part.asg
+        part.rows_deferred = False
+        part.bad_row = part.lap("row_check", _r1cs.first_unsatisfied, asg.a, asg.b, asg.c,
+                                part.ctx.threads)
+        return part.bad_row
 
     # staging: the normal upload is _stage_in (everything at once, after prep_msm); the early path
     # (prove_one) stages a, b, c first (_stage_in_abc) and the prep_msm output later
@@ -990,6 +1019,7 @@ class CudaStages(CpuStages):
         second upload), the row check and (``verify``) the self-check's host preparation beside
         the kernels; returns the region's last event (as ``run``)."""
         try:
+            part.verify = bool(verify)
             done = self._enqueue_rest(part, part.bases, wait=True)
             self._check_rows(part)
             if verify:
@@ -1041,6 +1071,8 @@ class CudaStages(CpuStages):
         from .._native import _field
         try:
             self._gpu_times(part)
+            if getattr(part, "rows_deferred", False) and not verify:
+                self._row_check_now(part)           # left for a verification that is not coming
             if getattr(part, "bad_row", -1) >= 0:
                 raise UnsatisfiedAssignmentError(part.bad_row)
             pts = {}
@@ -1095,10 +1127,13 @@ class CudaStages(CpuStages):
             part.release()
 
     def _diagnose(self, part):
-        """A GPU proof that fails verification: prove the same partition (same r, s) on the CPU
-        and say whose fault it is."""
-        from .._errors import ProofVerificationError
+        """A GPU proof that fails verification: the first bad row when the row check was left
+        for this (``UnsatisfiedAssignmentError``); else prove the same partition (same r, s) on
+        the CPU and say whose fault it is."""
+        from .._errors import ProofVerificationError, UnsatisfiedAssignmentError
         from .._prover import prove
+        if getattr(part, "rows_deferred", False) and self._row_check_now(part) >= 0:
+            return UnsatisfiedAssignmentError(part.bad_row)
         try:
             cpu = prove(part.key.pk, part.asg, part.r, part.s, backend="cpu", verify=True,
                         threads=part.ctx.threads)
