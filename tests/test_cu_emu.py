@@ -622,6 +622,44 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
+@pytest.mark.parametrize("verify", [True, False])
+def test_engine_row_check_on_failure(fake, monkeypatch, verify):
+    """The engine tells the stages whether it verifies (``Partition.verify``): with
+    ``row_check="on_failure"`` and verify=True its good partitions skip the row check and keep the
+    CPU's bytes, and a job whose witness leaves a row unsatisfied fails with that row while the
+    other job proves; with verify=False every partition is checked beside its region."""
+    import cuzk
+    from cuzk._circuit import porep_like
+    from cuzk._errors import UnsatisfiedAssignmentError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    aux2 = aux.copy()
+    aux2[5] = aux2[9]
+    row = r1cs.unsatisfied_row(inputs, aux2)
+    assert row >= 0
+    bad = r1cs.assignment(inputs, aux2)
+    st = CudaStages(threads=1, b_g2="gpu", row_check="on_failure")
+    rs = [(10 + i, 20 + i) for i in range(2)]
+    with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",
+                     stages=lambda i: st, threads=1, verify=verify) as eng:
+        key = eng.load(pk, progress=False)
+        good = eng.submit(key, [asg] * 2, randomizers=rs)
+        failing = eng.submit(key, [bad], randomizers=rs[:1])
+        assert good.result(600) == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+        with pytest.raises(UnsatisfiedAssignmentError) as e:
+            failing.result(600)
+        assert e.value.row == row
+        checked = [r.partition for r in eng.timeline.records()
+                   if r.kind == "stage" and "row_check" in (r.args or {}).get("timings", {})]
+    # verify: only the failing partition (its finish, which may not be recorded) runs the check
+    assert len(checked) <= 1 if verify else len(checked) == 3, checked
+
+
 @pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
 @pytest.mark.parametrize("refuse", ["first", "second"])
 def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
