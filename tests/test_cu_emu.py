@@ -457,6 +457,20 @@ def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):
     ctx.close()
 
 
+def _unsatisfied_witness(seed):
+    """(pk, a good assignment, one whose witness leaves a row unsatisfied, that row) of
+    porep_like(6, seed)."""
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    r1cs, inputs, aux = porep_like(6, seed)
+    pk = keygen_random(r1cs, seed=seed)
+    aux2 = aux.copy()
+    aux2[5] = aux2[9]
+    row = r1cs.unsatisfied_row(inputs, aux2)
+    assert row >= 0
+    return pk, r1cs.assignment(inputs, aux), r1cs.assignment(inputs, aux2), row
+
+
 def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     """``row_check="on_failure"``: a verified partition skips the row check (no ``row_check``
     time) and gives the CPU's bytes; a witness that leaves a row unsatisfied still raises
@@ -465,21 +479,12 @@ def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     region or, when run expected a verification that finish does not do, in finish.  A c that
     disagrees with a∘b while the witness is good is not read: the witness's valid proof."""
     from cuzk._assignment import Assignment
-    from cuzk._circuit import porep_like
     from cuzk._errors import UnsatisfiedAssignmentError
-    from cuzk._keygen import keygen_random
     from cuzk._prover import prove
     from cuzk._stages import parse_stage_options
     from cuzk._stages._cuda import CudaStages, device_budget
     _install_stages(fake, monkeypatch)
-    r1cs, inputs, aux = porep_like(6, 3)
-    pk = keygen_random(r1cs, seed=3)
-    asg = r1cs.assignment(inputs, aux)
-    aux2 = aux.copy()
-    aux2[5] = aux2[9]
-    row = r1cs.unsatisfied_row(inputs, aux2)
-    assert row >= 0
-    bad = r1cs.assignment(inputs, aux2)
+    pk, asg, bad, row = _unsatisfied_witness(3)
     c = asg.c.copy()
     c[17] = c[16]
     bad_c = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
@@ -629,20 +634,11 @@ def test_engine_row_check_on_failure(fake, monkeypatch, verify):
     CPU's bytes, and a job whose witness leaves a row unsatisfied fails with that row while the
     other job proves; with verify=False every partition is checked beside its region."""
     import cuzk
-    from cuzk._circuit import porep_like
     from cuzk._errors import UnsatisfiedAssignmentError
-    from cuzk._keygen import keygen_random
     from cuzk._prover import prove
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
-    r1cs, inputs, aux = porep_like(6, 8)
-    pk = keygen_random(r1cs, seed=8)
-    asg = r1cs.assignment(inputs, aux)
-    aux2 = aux.copy()
-    aux2[5] = aux2[9]
-    row = r1cs.unsatisfied_row(inputs, aux2)
-    assert row >= 0
-    bad = r1cs.assignment(inputs, aux2)
+    pk, asg, bad, row = _unsatisfied_witness(8)
     st = CudaStages(threads=1, b_g2="gpu", row_check="on_failure")
     rs = [(10 + i, 20 + i) for i in range(2)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",
