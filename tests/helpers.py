@@ -5,7 +5,8 @@ import shutil
 import threading
 from pathlib import Path
 
-__all__ = ["run_threaded", "find_snarkjs", "CU_DIR", "EMU_DIR", "cxx_compiler", "tail_text"]
+__all__ = ["run_threaded", "find_snarkjs", "CU_DIR", "EMU_DIR", "cxx_compiler", "tail_text",
+           "unsatisfied_witness"]
 
 _HERE = Path(__file__).resolve().parent
 #: The host emulator's sources (tests/cu_emu) and the kernel sources of the checkout under test.
@@ -65,3 +66,17 @@ def find_snarkjs():
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     return None
+
+
+def unsatisfied_witness(log_n, seed, backend="cpu"):
+    """``(pk, good, bad, row)`` of ``porep_like(log_n, seed)``: a good assignment and one whose
+    witness (one aux value changed) leaves row ``row`` unsatisfied, a, b, c = A·w, B·w, C·w."""
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    r1cs, inputs, aux = porep_like(log_n, seed)
+    pk = keygen_random(r1cs, seed=seed, backend=backend)
+    aux2 = aux.copy()
+    aux2[5] = aux2[9]
+    row = r1cs.unsatisfied_row(inputs, aux2)
+    assert row >= 0
+    return pk, r1cs.assignment(inputs, aux), r1cs.assignment(inputs, aux2), row

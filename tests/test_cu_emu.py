@@ -28,6 +28,7 @@ try:
 except ImportError:  # pragma: no cover - the CPU extension is built wherever tests run
     cpu_ntt = None
 
+from helpers import unsatisfied_witness
 from refs import P, R  # the moduli: one place (tests/refs.py)
 
 FIELDS = {"fr": (R, 32), "fq": (P, 48)}   # modulus, bytes (Montgomery R = 2^(8*bytes))
@@ -457,20 +458,6 @@ def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):
     ctx.close()
 
 
-def _unsatisfied_witness(seed):
-    """(pk, a good assignment, one whose witness leaves a row unsatisfied, that row) of
-    porep_like(6, seed)."""
-    from cuzk._circuit import porep_like
-    from cuzk._keygen import keygen_random
-    r1cs, inputs, aux = porep_like(6, seed)
-    pk = keygen_random(r1cs, seed=seed)
-    aux2 = aux.copy()
-    aux2[5] = aux2[9]
-    row = r1cs.unsatisfied_row(inputs, aux2)
-    assert row >= 0
-    return pk, r1cs.assignment(inputs, aux), r1cs.assignment(inputs, aux2), row
-
-
 def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     """``row_check="on_failure"``: a verified partition skips the row check (no ``row_check``
     time) and gives the CPU's bytes; a witness that leaves a row unsatisfied still raises
@@ -484,7 +471,7 @@ def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     from cuzk._stages import parse_stage_options
     from cuzk._stages._cuda import CudaStages, device_budget
     _install_stages(fake, monkeypatch)
-    pk, asg, bad, row = _unsatisfied_witness(3)
+    pk, asg, bad, row = unsatisfied_witness(6, 3)
     c = asg.c.copy()
     c[17] = c[16]
     bad_c = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
@@ -638,7 +625,7 @@ def test_engine_row_check_on_failure(fake, monkeypatch, verify):
     from cuzk._prover import prove
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
-    pk, asg, bad, row = _unsatisfied_witness(8)
+    pk, asg, bad, row = unsatisfied_witness(6, 8)
     st = CudaStages(threads=1, b_g2="gpu", row_check="on_failure")
     rs = [(10 + i, 20 + i) for i in range(2)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",

@@ -11,6 +11,7 @@ from cuzk._prover import prove, public_inputs
 from cuzk._constants import FR_MODULUS as R_MODULUS
 from cuzk._errors import FormatError
 from cuzk._verifier import verify
+from helpers import unsatisfied_witness
 
 
 def _cuda_ok():
@@ -160,3 +161,27 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
         ctx.close()
     assert got == prove(pk, asg, 31, 32, backend="cpu")
     assert t["gpu:side"] > 0 and "gpu:side_wait" in t
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_row_check_on_failure(early):
+    """``row_check="on_failure"`` on the GPU at 2^14: a verified good partition skips the row
+    check and has the CPU's bytes; a witness that leaves a row unsatisfied raises
+    UnsatisfiedAssignmentError with that row once its proof fails verification."""
+    from cuzk._errors import UnsatisfiedAssignmentError
+    from cuzk._stages._cuda import CudaStages
+    pk, asg, bad, row = unsatisfied_witness(14, 14, backend="auto")
+    st = CudaStages(early_h=early, row_check="on_failure")
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        got, t = st.prove_one(key, asg, ctx, 41, 42, verify=True)
+        with pytest.raises(UnsatisfiedAssignmentError) as e:
+            st.prove_one(key, bad, ctx, 41, 42, verify=True)
+    finally:
+        key.release()
+        ctx.close()
+    assert got == prove(pk, asg, 41, 42, backend="cpu") and "row_check" not in t
+    assert e.value.row == row
