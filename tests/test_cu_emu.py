@@ -465,7 +465,7 @@ def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     normal and the early path), and a partition that is not verified is checked beside the
     region or, when run expected a verification that finish does not do, in finish.  A c that
     disagrees with a∘b while the witness is good is not read: the witness's valid proof."""
-    from cuzk._assignment import Assignment
+    import dataclasses
     from cuzk._errors import UnsatisfiedAssignmentError
     from cuzk._prover import prove
     from cuzk._stages import parse_stage_options
@@ -474,7 +474,7 @@ def test_cuda_stages_row_check_on_failure(fake, monkeypatch):
     pk, asg, bad, row = unsatisfied_witness(6, 3)
     c = asg.c.copy()
     c[17] = c[16]
-    bad_c = Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__ if f != "c"}, c=c)
+    bad_c = dataclasses.replace(asg, c=c)
     with pytest.raises(ValueError, match="row_check"):
         CudaStages(row_check="sometimes")
     assert parse_stage_options("row_check=On_Failure") == {"row_check": "on_failure"}

@@ -821,8 +821,8 @@ class Engine:
                                                          wait=False)
                                 except BudgetError as e:    # aborted: it holds nothing now
                                     fallback = f"{type(e).__name__}: {e}"
-                                else:
-                                    part.index, part.verify = task.index, self.verify
+                                else:                       # early_rest sets part.verify
+                                    part.index = task.index
                         elif name == "early_rest":
                             done = st.early_rest(part, verify=self.verify)
                         elif name == "upload":
