@@ -35,6 +35,7 @@
 # Session 21: winab (WINAB27=1: the wave grid kept as the default).  Session 22: tests eng27 (ENG27_P=20) / msmtab /
 #   eng24all soak16 / eng27 (ENG27_MODES=coarse,narrow,two-lock ENG27_W=1,2,3 with --trace) / eng27 (two-lock, 2 workers,
 #   --trace: a call's files are capped at 8, so the best configuration's trace gets its own call); rowab prepared
+# Session 23: tests rowab (row_check=on_failure: no change, GPU-bound at 2^24 with 20 partitions) / k5ab
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -265,6 +266,13 @@ for step in "${@:-all}"; do
     str24) timeout 240 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
                 --stage-options "streams=1;streams=2" --single 3 --backend cuda --cache-dir memory \
                 --json "$OUT/str24.json" 2>&1 | tee "$OUT/str24.log" | tail -16 ;;
+    k5ab) # the 2^27 H MSM with 5 copies (Wk = 3, precompute "auto" where they fit) against 4 (Wk = 4): the MSM alone
+          # (c = 20, uniform, not checked: 2^27), then the engine (two-lock, 2 workers, 20 partitions, same process)
+          timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 4,5 --no-check --runs 3 \
+               --json "$OUT/k5msm.json" 2>&1 | tee "$OUT/k5msm.log" | tail -4
+          timeout 400 python3 -m cuzk bench --log-n 27 --partitions 20 --workers-per-gpu 2 --lock-mode two-lock \
+               --stage-options "precompute=4,h_window=20;precompute=auto" --backend cuda --cache-dir memory \
+               --json "$OUT/k5eng.json" 2>&1 | tee "$OUT/k5eng.log" | grep -v "^  engine" | tail -12 ;;
     rowab) # row_check=on_failure (the CPU row check only when a verified proof fails) against beside, same run:
            # 2^24, where the engine is host-bound (two-lock, 2 and 4 workers)
            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \

@@ -599,6 +599,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
             time.sleep(0.01)
         used = eng.status()["devices"][0]["budget"]["used"]
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
+        assert eng.status()["keys"][0]["h_msm"] == [{"k": 1, "c": None}]   # "auto": no copies this small
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
         regions = eng.timeline.kernel_regions()
         metrics = eng.timeline.metrics()

@@ -469,7 +469,7 @@ class _Free:
 
 @pytest.mark.parametrize("lg,want", [(10, (1, None)), (15, (1, None)), (16, (16, 16)), (20, (16, 16)),
                                      (21, (8, 16)), (22, (8, 16)), (23, (4, None)), (24, (13, 20)),
-                                     (25, (13, 20)), (26, (13, 20)), (27, (4, 20))])
+                                     (25, (13, 20)), (26, (13, 20)), (27, (5, 20))])
 def test_auto_h_msm_by_size(lg, want):
     """The measured choice per domain (cuzk/_stages/_cuda.py _AUTO_H) when the budget has room."""
     from cuzk._stages._cuda import auto_h_msm
@@ -646,6 +646,9 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     free = _Free(base + 3 * H + 2 * part)
     assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (4, 20)
     assert auto_h_msm(n, n - 1, dev, free, base) == (2, 20)
+    # one copy more of room: 5 copies (Wk = 3, the bucket sets of 6), tried before 4
+    free = _Free(base + 4 * H + 2 * part)
+    assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (5, 20)
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
 
 

@@ -120,7 +120,9 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         m = eng.timeline.metrics()
         # the devices' memory pools after the run (CUDA; their release threshold keeps what the
         # run's peak made them reserve): the check that the budget's accounting holds
-        pools = [dv.get("pool") for dv in eng.status()["devices"]]
+        st = eng.status()
+        pools = [dv.get("pool") for dv in st["devices"]]
+        h_msm = [kk["h_msm"] for kk in st["keys"]]
         labels = [d.label for d in eng.devices]
         backend_name = eng.backend
         tpw = eng.threads_per_worker
@@ -142,7 +144,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "steady_kernel_busy": m["steady_kernel_busy"],
             "steady_s_per_10_partitions": m["steady_s_per_proof"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
-            "wall_s": m["wall_s"], "pools": pools, "early_partitions": m["early_partitions"],
+            "wall_s": m["wall_s"], "pools": pools, "h_msm": h_msm[0] if h_msm else None,
+            "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
             "sha256": hashlib.sha256(blob).hexdigest(),
             "engine_s": time.perf_counter() - t_start}
@@ -203,8 +206,8 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 rows.append(row)
                 if not quiet:       # now, not only in the final table: a run cut short keeps it
                     print(f"  {tag}: {row['s_per_partition'] or 0:.4f} s/partition, steady busy "
-                          f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}",
-                          file=sys.stderr)
+                          f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}"
+                          + (f", H MSM {row['h_msm']}" if any(row.get("h_msm") or ()) else ""), file=sys.stderr)
     ref = rows[0]["sha256"] if rows else None
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref

@@ -122,6 +122,14 @@ class EngineKey:
     def where(self):
         return [getattr(k, "where", "host") for _, k in sorted(self.resident.items())]
 
+    @property
+    def h_msm(self):
+        """Per device, the H MSM's precomputed copies ``k`` and window ``c`` (None: the cost
+        model's) that the resident key was built with (``precompute="auto"`` picks them by
+        size and budget); None where the stages have no such choice (CPU)."""
+        return [dict(k.h_plan_args) if hasattr(k, "h_plan_args") else None
+                for _, k in sorted(self.resident.items())]
+
     def __repr__(self):
         src = self.path or "<ProvingKey>"
         return f"EngineKey({src}, domain={self.pk.domain_size}, where={self.where})"
@@ -953,7 +961,8 @@ class Engine:
         per priority, partitions in flight, completed and failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
-                     "where": k.where, "in_use": k.in_use} for k in self._keys.values()]
+                     "where": k.where, "h_msm": k.h_msm, "in_use": k.in_use}
+                    for k in self._keys.values()]
         with self._jobs_lock:
             jobs = len(self._jobs)
         return {

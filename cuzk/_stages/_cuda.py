@@ -1163,8 +1163,11 @@ class CudaStages(CpuStages):
 # first and, where it does not fit whole, the earlier choice follows (a halved k would leave Wk > 1
 # at c = 20: 2^24 k = 4 c = 20 109.74).  Entries: (limit, choice, ...): domains below limit try
 # each (k, c) in turn at full k; the last one's k is halved until it fits.
+# Session 23: at 2^27 (c = 20, W = 13) 5 copies give the bucket sets of 6 (Wk = ceil(13/k) = 3)
+# for 12 GiB less: session 13 timed k = 4 / 6 at 667.8 / 659.6 ms; 5 is tried first where it fits
+# whole beside two partitions, else 4 (halved as before).
 _AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 24, (4, None)),
-           (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (4, 20)))
+           (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (5, 20), (4, 20)))
 
 
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
