@@ -123,6 +123,13 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         st = eng.status()
         pools = [dv.get("pool") for dv in st["devices"]]
         h_msm = [kk["h_msm"] for kk in st["keys"]]
+        key_bytes = [kk["nbytes"] for kk in st["keys"]]
+        budgets = [{k: (dv.get("budget") or {}).get(k) for k in ("total", "peak")}
+                   for dv in st["devices"]]
+        # a partition's reservation (device bytes on CUDA, host bytes on the CPU): the stage args
+        # carry the running total, so a partition's largest figure is all it held at once
+        reserved = max((int((r.args or {}).get("reserved_bytes", 0))
+                        for r in eng.timeline.records("stage")), default=0)
         labels = [d.label for d in eng.devices]
         backend_name = eng.backend
         tpw = eng.threads_per_worker
@@ -145,6 +152,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "steady_s_per_10_partitions": m["steady_s_per_proof"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
             "wall_s": m["wall_s"], "pools": pools, "h_msm": h_msm[0] if h_msm else None,
+            "reserved_bytes_max": reserved, "key_bytes": key_bytes[0] if key_bytes else None,
+            "budgets": budgets,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
             "sha256": hashlib.sha256(blob).hexdigest(),
