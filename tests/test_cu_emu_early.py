@@ -631,13 +631,14 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     fits in a, b, c's 12 GiB, so a partition reserves none beside them, and ``precompute="auto"``
     keeps its copies with room for two partitions' a, b, c and H output only."""
     from cuzk import _cuda_msm
-    from cuzk._stages._cuda import _abc_split, auto_h_msm
+    from cuzk._stages._cuda import _abc_split, _tails_allowance, auto_h_msm
     dev = SimpleNamespace(sm_count=132)
     n = 1 << 27
-    for k in (2, 4):
+    for k in (2, 4, 5):
         plan = _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=n - 1, k=k, c=20)
         assert _abc_split(plan.buffers, 3 * 32 * n) == (plan.scratch_bytes, 0)
-    H, part, base = (n - 1) * 96, 4 * n * 32, 50 << 30
+    # a partition: a, b, c, H's output and the tails' allowance (prep_msm's output, a tail's scratch)
+    H, part, base = (n - 1) * 96, 4 * n * 32 + _tails_allowance(n), 50 << 30
     free = _Free(base + H + 2 * part)
     assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (2, 20)
     assert auto_h_msm(n, n - 1, dev, free, base) == (1, None)
@@ -649,6 +650,11 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     # one copy more of room: 5 copies (Wk = 3, the bucket sets of 6), tried before 4
     free = _Free(base + 4 * H + 2 * part)
     assert auto_h_msm(n, n - 1, dev, free, base, abc_scratch=True) == (5, 20)
+    # the H200 of session 23 (bench/RESULTS.md): key 56.07 GiB without copies, budget 137.8 GiB,
+    # a PoRep-like partition reserves 19.04: 5 copies (104.07) leave 33.7 < 2 x 19.04, 4 fit
+    gib = 1 << 30
+    assert int((19.04 - 16) * gib) <= _tails_allowance(n) < int((19.04 - 16) * gib) + gib // 4
+    assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(56.07 * gib), abc_scratch=True) == (4, 20)
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
 
 

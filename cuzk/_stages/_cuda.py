@@ -502,9 +502,9 @@ class CudaStages(CpuStages):
         Shifted copies of the H bases kept beside the resident key (1: none; k: the H MSM
         processes ceil(W/k) windows; (k − 1)·|H|·96 bytes beyond the key, reserved from the
         budget).  "auto" (default): the measured best k and window for the key's domain
-        (``auto_h_msm``: 16 up to 2^21, 8 up to 2^23, 4 up to 2^25, 2 above, none below 2^16),
-        fewer copies when the budget
-        would not keep room for two partitions in flight.
+        (``auto_h_msm``: none below 2^16, 16 up to 2^21, 8 up to 2^23, 4 below 2^24, 13 with a
+        20-bit window from 2^24 to 2^26 (else 4 or 2), 5 at 2^27 (else 4)), fewer copies when
+        the budget would not keep room for two partitions in flight.
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
     early_h : bool
@@ -1164,8 +1164,11 @@ class CudaStages(CpuStages):
 # at c = 20: 2^24 k = 4 c = 20 109.74).  Entries: (limit, choice, ...): domains below limit try
 # each (k, c) in turn at full k; the last one's k is halved until it fits.
 # Session 23: at 2^27 (c = 20, W = 13) 5 copies give the bucket sets of 6 (Wk = ceil(13/k) = 3)
-# for 12 GiB less: session 13 timed k = 4 / 6 at 667.8 / 659.6 ms; 5 is tried first where it fits
-# whole beside two partitions, else 4 (halved as before).
+# for 12 GiB less: the MSM alone 658.8 → 652.1 ms, the engine's region 1194.3 → 1187.5 (same
+# runs).  On the H200 they do not fit beside two PoRep-like partitions (key 104.1 GiB with 5
+# copies, 2 × 19.0 GiB of partitions, budget 137.8: the second partition waited ~0.8 s for its
+# reservation, 14.2 s per 10 partitions against 12.1), which ``_tails_allowance`` now counts; 5
+# is tried first for a larger card, else 4 (halved as before).
 _AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 24, (4, None)),
            (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (5, 20), (4, 20)))
 
@@ -1176,7 +1179,8 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     the first that fits whole, else the last with k halved (… → 4 → 2 → 1), where fitting means
     that the key's ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two
     partitions of this domain in flight (a, b, c, H's output and the H MSM's scratch each; with
-    ``abc_scratch`` only the scratch that a, b, c's buffer cannot hold)."""
+    ``abc_scratch`` only the scratch that a, b, c's buffer cannot hold; plus
+    ``_tails_allowance``)."""
     from .. import _cuda_msm
     for limit, *choices in _AUTO_H:
         if domain < limit:
@@ -1186,7 +1190,8 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     def fits(k, cw):
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
         extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
-        per_part = 4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
+        per_part = (4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
+                    + _tails_allowance(domain))
         return free is None or base_bytes + extra + 2 * per_part <= free
 
     *first, (k, cw) = choices
@@ -1197,6 +1202,15 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
         k //= 2
     # the table's window belongs to its k: without copies the cost model's is the measured best
     return k, (c if c is not None else (cw if k > 1 else None))
+
+
+def _tails_allowance(domain):
+    """Device bytes a partition reserves beyond a, b, c, H's output and the H MSM's scratch:
+    prep_msm's output (tail scalars and indices, bitmaps) and the side stream's largest scratch
+    (a tail MSM's), which depend on the witness and are not known when the key is loaded.
+    Measured on the H200 (bench/RESULTS.md, session 23): a PoRep-like 2^27 partition reserves
+    19.04 GiB, 3.04 GiB (0.76·n·32 bytes) more than a, b, c and H; counted as 4/5·n·32."""
+    return 4 * domain * _FR // 5
 
 
 def _group_of(name):
