@@ -35,7 +35,9 @@
 # Session 21: winab (WINAB27=1: the wave grid kept as the default).  Session 22: tests eng27 (ENG27_P=20) / msmtab /
 #   eng24all soak16 / eng27 (ENG27_MODES=coarse,narrow,two-lock ENG27_W=1,2,3 with --trace) / eng27 (two-lock, 2 workers,
 #   --trace: a call's files are capped at 8, so the best configuration's trace gets its own call); rowab prepared
-# Session 23: tests rowab (row_check=on_failure: no change, GPU-bound at 2^24 with 20 partitions) / k5ab
+# Session 23: tests rowab (row_check=on_failure: no change, GPU-bound at 2^24 with 20 partitions) / k5ab / eng27
+#   (ENG27_OPTS="--stage-options precompute=4,h_window=20;precompute=5,h_window=20") / tests eng27 (--single 2)
+#   eng24all (ENG24_P=20)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -278,7 +280,7 @@ for step in "${@:-all}"; do
            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \
                 --stage-options "row_check=beside;row_check=on_failure" --backend cuda --cache-dir memory \
                 --json "$OUT/rowab.json" 2>&1 | tee "$OUT/rowab.log" | tail -16 ;;
-    eng24all) timeout 300 python3 -m cuzk bench --log-n 24 --partitions 10 --workers-per-gpu 1,2,3,4 \
+    eng24all) timeout ${ENG24_TIMEOUT:-300} python3 -m cuzk bench --log-n 24 --partitions ${ENG24_P:-10} --workers-per-gpu 1,2,3,4 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --cache-dir memory --json "$OUT/eng24all.json" 2>&1 \
                 | tee "$OUT/eng24all.log" | tail -16 ;;
     eng24n) timeout 150 python3 -m cuzk bench --log-n 24 --partitions 8 --workers-per-gpu 2 --lock-mode narrow \
