@@ -114,9 +114,71 @@ struct jacobian_t {
     }
 };
 
+// Field operations as static functions, the policy O of xyzz_formulas: field_ops over ff.hpp's
+// operators; msm.hpp adds a back end with mulx/adcx/adox assembly for Fq.  Fq2 operations derive
+// from the Fq ones (field_ops_base, CRTP on the back end D).
+template <class D>
+struct field_ops_base {
+    static inline fq2_t add(const fq2_t& a, const fq2_t& b) { return {D::add(a.c0, b.c0), D::add(a.c1, b.c1)}; }
+    static inline fq2_t sub(const fq2_t& a, const fq2_t& b) { return {D::sub(a.c0, b.c0), D::sub(a.c1, b.c1)}; }
+    static inline fq2_t dbl(const fq2_t& a) { return {D::add(a.c0, a.c0), D::add(a.c1, a.c1)}; }
+    static inline fq2_t neg(const fq2_t& a) { return {D::neg(a.c0), D::neg(a.c1)}; }
+    // Karatsuba over u^2 = -1: 3M + 5A
+    static inline fq2_t mul(const fq2_t& a, const fq2_t& b) {
+        fq_t v0 = D::mul(a.c0, b.c0), v1 = D::mul(a.c1, b.c1);
+        fq_t s = D::mul(D::add(a.c0, a.c1), D::add(b.c0, b.c1));
+        return {D::sub(v0, v1), D::sub(D::sub(s, v0), v1)};
+    }
+    // (c0+c1)(c0-c1) + 2·c0·c1·u: 2M
+    static inline fq2_t sqr(const fq2_t& a) {
+        fq_t t = D::mul(a.c0, a.c1);
+        return {D::mul(D::add(a.c0, a.c1), D::sub(a.c0, a.c1)), D::add(t, t)};
+    }
+    // 1/(c0 + c1 u) = (c0 - c1 u)/(c0^2 + c1^2); inverse of 0 is 0
+    static inline fq2_t inv(const fq2_t& a) {
+        fq_t n = D::inv(D::add(D::sqr(a.c0), D::sqr(a.c1)));
+        return {D::mul(a.c0, n), D::neg(D::mul(a.c1, n))};
+    }
+    // a^(p-2) by 4-bit fixed windows: 380 S + 96 M; inverse of 0 is 0
+    static inline fq_t inv(const fq_t& a) {
+        fq_t tab[16];
+        tab[0] = fq_t::one();
+        tab[1] = a;
+        for (int i = 2; i < 16; i++) tab[i] = D::mul(tab[i - 1], a);
+        const uint64_t* e = fq_params::MOD_MINUS_2;
+        fq_t r = tab[e[5] >> 60];
+        for (int bit = 380 - 4; bit >= 0; bit -= 4) {
+            r = D::sqr(D::sqr(D::sqr(D::sqr(r))));
+            unsigned nib = (unsigned)(e[bit >> 6] >> (bit & 63)) & 15;
+            if (nib) r = D::mul(r, tab[nib]);
+        }
+        return r;
+    }
+};
+
+struct field_ops : field_ops_base<field_ops> {
+    using field_ops_base<field_ops>::add;
+    using field_ops_base<field_ops>::sub;
+    using field_ops_base<field_ops>::dbl;
+    using field_ops_base<field_ops>::neg;
+    using field_ops_base<field_ops>::mul;
+    using field_ops_base<field_ops>::sqr;
+    using field_ops_base<field_ops>::inv;
+    static CUZK_INLINE fq_t add(const fq_t& a, const fq_t& b) { return a + b; }
+    static CUZK_INLINE fq_t sub(const fq_t& a, const fq_t& b) { return a - b; }
+    static CUZK_INLINE fq_t dbl(const fq_t& a) { return a + a; }
+    static CUZK_INLINE fq_t neg(const fq_t& a) { return fq_t::zero() - a; }
+    static inline fq_t mul(const fq_t& a, const fq_t& b) { return a * b; }
+    static inline fq_t sqr(const fq_t& a) { return a * a; }
+};
+
+template <class C, class O>
+struct xyzz_formulas;
+
 template <class C>
 struct xyzz_t {
     typedef typename C::field_t F;
+    typedef xyzz_formulas<C, field_ops> ops;
     F X, Y, ZZ, ZZZ;
     static CUZK_INLINE xyzz_t infinity() { return {F::one(), F::one(), F::zero(), F::zero()}; }
     static CUZK_INLINE xyzz_t from_affine(const affine_t<C>& p) {
@@ -124,73 +186,101 @@ struct xyzz_t {
     }
     CUZK_INLINE bool is_inf() const { return ZZ.is_zero(); }
     CUZK_INLINE xyzz_t operator-() const { return {X, -Y, ZZ, ZZZ}; }
-
-    // dbl-2008-s-1: 6M + 4S
-    CUZK_INLINE xyzz_t dbl() const {
-        if (is_inf()) return *this;
-        F U = Y.dbl(), V = U.sqr(), W = U * V, S = X * V;
-        F Xs = X.sqr(), M = Xs.dbl() + Xs;
-        xyzz_t r;
-        r.X = M.sqr() - S.dbl();
-        r.Y = M * (S - r.X) - W * Y;
-        r.ZZ = V * ZZ;
-        r.ZZZ = W * ZZZ;
-        return r;
-    }
-    // mdbl-2008-s-1 (affine input): 4M + 3S
-    static CUZK_INLINE xyzz_t dbl_affine(const affine_t<C>& p) {
-        if (p.is_inf()) return infinity();
-        F U = p.y.dbl(), V = U.sqr(), W = U * V, S = p.x * V;
-        F Xs = p.x.sqr(), M = Xs.dbl() + Xs;
-        xyzz_t r;
-        r.X = M.sqr() - S.dbl();
-        r.Y = M * (S - r.X) - W * p.y;
-        r.ZZ = V;
-        r.ZZZ = W;
-        return r;
-    }
-    // madd-2008-s: 8M + 2S (q affine)
-    CUZK_INLINE xyzz_t add(const affine_t<C>& q) const {
-        if (q.is_inf()) return *this;
-        if (is_inf()) return from_affine(q);
-        F P = q.x * ZZ - X, R = q.y * ZZZ - Y;
-        if (P.is_zero()) return R.is_zero() ? dbl_affine(q) : infinity();
-        F PP = P.sqr(), PPP = P * PP, Q = X * PP;
-        xyzz_t r;
-        r.X = R.sqr() - PPP - Q.dbl();
-        r.Y = R * (Q - r.X) - Y * PPP;
-        r.ZZ = ZZ * PP;
-        r.ZZZ = ZZZ * PPP;
-        return r;
-    }
-    // subtract an affine point: add(-q)
+    // the formulas (and their costs) are xyzz_formulas', over ff.hpp's operators
+    CUZK_INLINE xyzz_t dbl() const { return ops::dbl(*this); }
+    static CUZK_INLINE xyzz_t dbl_affine(const affine_t<C>& p) { return p.is_inf() ? infinity() : ops::dbl_affine(p); }
+    CUZK_INLINE xyzz_t add(const affine_t<C>& q) const { return ops::madd(*this, q); }
     CUZK_INLINE xyzz_t sub(const affine_t<C>& q) const { return add(-q); }
-    // add-2008-s: 12M + 2S
-    CUZK_INLINE xyzz_t add(const xyzz_t& q) const {
-        if (q.is_inf()) return *this;
-        if (is_inf()) return q;
-        F U1 = X * q.ZZ, U2 = q.X * ZZ, S1 = Y * q.ZZZ, S2 = q.Y * ZZZ;
-        F P = U2 - U1, R = S2 - S1;
-        if (P.is_zero()) return R.is_zero() ? dbl() : infinity();
-        F PP = P.sqr(), PPP = P * PP, Q = U1 * PP;
-        xyzz_t r;
-        r.X = R.sqr() - PPP - Q.dbl();
-        r.Y = R * (Q - r.X) - S1 * PPP;
-        r.ZZ = ZZ * q.ZZ * PP;
-        r.ZZZ = ZZZ * q.ZZZ * PPP;
-        return r;
-    }
-    // x = X/ZZ, y = Y/ZZZ with one inversion of ZZ·ZZZ
-    CUZK_INLINE affine_t<C> to_affine() const {
-        if (is_inf()) return affine_t<C>::infinity();
-        F inv = (ZZ * ZZZ).inv();
-        return {X * (inv * ZZZ), Y * (inv * ZZ)};
-    }
+    CUZK_INLINE xyzz_t add(const xyzz_t& q) const { return ops::add(*this, q); }
+    CUZK_INLINE affine_t<C> to_affine() const { return ops::to_affine(*this); }
     CUZK_INLINE jacobian_t<C> to_jacobian() const {
         if (is_inf()) return jacobian_t<C>::infinity();
         F Z = ZZ * ZZZ;  // Z^2 = ZZ^2·ZZZ^2; X_j = X·ZZ·ZZZ^2, Y_j = Y·ZZ^3·ZZZ^2
         F ZZZs = ZZZ.sqr();
         return {X * ZZ * ZZZs, Y * ZZ.sqr() * ZZ * ZZZs, Z};
+    }
+};
+
+// XYZZ point arithmetic over the field operations O (field_ops, or msm.hpp's assembly back end):
+// the one copy of these formulas on the CPU (the GPU's is cuzk/cu/ec/xyzz_t.cuh).
+template <class C, class O>
+struct xyzz_formulas {
+    typedef typename C::field_t F;
+    typedef affine_t<C> A;
+    typedef xyzz_t<C> X;
+
+    static CUZK_INLINE X inf() { return X{F::one(), F::one(), F::zero(), F::zero()}; }
+    static CUZK_INLINE X from_affine(const A& p) { return p.is_inf() ? inf() : X{p.x, p.y, F::one(), F::one()}; }
+    static CUZK_INLINE A neg(const A& p) { return A{p.x, O::neg(p.y)}; }  // neg(0) = 0 keeps infinity
+
+    // mdbl-2008-s-1: 4M + 3S (p not infinity)
+    static inline X dbl_affine(const A& p) {
+        F U = O::dbl(p.y), V = O::sqr(U), W = O::mul(U, V), S = O::mul(p.x, V);
+        F Xs = O::sqr(p.x), M = O::add(O::dbl(Xs), Xs);  /* M = 3x^2 */
+        X r;
+        r.X = O::sub(O::sqr(M), O::dbl(S));
+        r.Y = O::sub(O::mul(M, O::sub(S, r.X)), O::mul(W, p.y));
+        r.ZZ = V;
+        r.ZZZ = W;
+        return r;
+    }
+    // dbl-2008-s-1: 6M + 4S
+    static inline X dbl(const X& p) {
+        if (p.ZZ.is_zero()) return p;
+        F U = O::dbl(p.Y), V = O::sqr(U), W = O::mul(U, V), S = O::mul(p.X, V);
+        F Xs = O::sqr(p.X), M = O::add(O::dbl(Xs), Xs);
+        X r;
+        r.X = O::sub(O::sqr(M), O::dbl(S));
+        r.Y = O::sub(O::mul(M, O::sub(S, r.X)), O::mul(W, p.Y));
+        r.ZZ = O::mul(V, p.ZZ);
+        r.ZZZ = O::mul(W, p.ZZZ);
+        return r;
+    }
+    // madd-2008-s: 8M + 2S
+    static inline X madd(const X& p, const A& q) {
+        if (q.is_inf()) return p;
+        if (p.ZZ.is_zero()) return from_affine(q);
+        F P = O::sub(O::mul(q.x, p.ZZ), p.X), R = O::sub(O::mul(q.y, p.ZZZ), p.Y);
+        if (P.is_zero()) return R.is_zero() ? dbl_affine(q) : inf();
+        F PP = O::sqr(P), PPP = O::mul(P, PP), Q = O::mul(p.X, PP);
+        X r;
+        r.X = O::sub(O::sub(O::sqr(R), PPP), O::dbl(Q));
+        r.Y = O::sub(O::mul(R, O::sub(Q, r.X)), O::mul(p.Y, PPP));
+        r.ZZ = O::mul(p.ZZ, PP);
+        r.ZZZ = O::mul(p.ZZZ, PPP);
+        return r;
+    }
+    // add-2008-s: 12M + 2S
+    static inline X add(const X& p, const X& q) {
+        if (q.ZZ.is_zero()) return p;
+        if (p.ZZ.is_zero()) return q;
+        F U1 = O::mul(p.X, q.ZZ), U2 = O::mul(q.X, p.ZZ);
+        F S1 = O::mul(p.Y, q.ZZZ), S2 = O::mul(q.Y, p.ZZZ);
+        F P = O::sub(U2, U1), R = O::sub(S2, S1);
+        if (P.is_zero()) return R.is_zero() ? dbl(p) : inf();
+        F PP = O::sqr(P), PPP = O::mul(P, PP), Q = O::mul(U1, PP);
+        X r;
+        r.X = O::sub(O::sub(O::sqr(R), PPP), O::dbl(Q));
+        r.Y = O::sub(O::mul(R, O::sub(Q, r.X)), O::mul(S1, PPP));
+        r.ZZ = O::mul(O::mul(p.ZZ, q.ZZ), PP);
+        r.ZZZ = O::mul(O::mul(p.ZZZ, q.ZZZ), PPP);
+        return r;
+    }
+    // [k]p for a small k (double-and-add from the top bit)
+    static inline X mul_small(const X& p, uint64_t k) {
+        X r = inf();
+        if (k == 0 || p.ZZ.is_zero()) return r;
+        for (int b = 63 - __builtin_clzll(k); b >= 0; b--) {
+            r = dbl(r);
+            if ((k >> b) & 1) r = add(r, p);
+        }
+        return r;
+    }
+    // x = X/ZZ, y = Y/ZZZ from one inversion of ZZ·ZZZ
+    static inline A to_affine(const X& p) {
+        if (p.ZZ.is_zero()) return A::infinity();
+        F i = O::inv(O::mul(p.ZZ, p.ZZZ));
+        return A{O::mul(p.X, O::mul(i, p.ZZZ)), O::mul(p.Y, O::mul(i, p.ZZ))};
     }
 };
 
@@ -212,8 +302,9 @@ inline void batch_to_affine(affine_t<C>* out, const jacobian_t<C>* in, size_t n,
 
 // [k]P for a canonical little-endian scalar of nlimbs limbs (double-and-add, not constant time:
 // cuzk works on public data or randomizers whose timing leaks nothing across a process boundary).
-template <class C>
-inline jacobian_t<C> scalar_mul(const jacobian_t<C>& p, const uint64_t* k, size_t nlimbs) {
+// P: jacobian_t<C> or affine_t<C> (jacobian_t::add takes either).
+template <class C, class P>
+inline jacobian_t<C> scalar_mul_of(const P& p, const uint64_t* k, size_t nlimbs) {
     jacobian_t<C> r = jacobian_t<C>::infinity();
     for (size_t i = nlimbs; i-- > 0;)
         for (int b = 63; b >= 0; b--) {
@@ -223,14 +314,12 @@ inline jacobian_t<C> scalar_mul(const jacobian_t<C>& p, const uint64_t* k, size_
     return r;
 }
 template <class C>
+inline jacobian_t<C> scalar_mul(const jacobian_t<C>& p, const uint64_t* k, size_t nlimbs) {
+    return scalar_mul_of<C>(p, k, nlimbs);
+}
+template <class C>
 inline jacobian_t<C> scalar_mul(const affine_t<C>& p, const uint64_t* k, size_t nlimbs) {
-    jacobian_t<C> r = jacobian_t<C>::infinity();
-    for (size_t i = nlimbs; i-- > 0;)
-        for (int b = 63; b >= 0; b--) {
-            r = r.dbl();
-            if ((k[i] >> b) & 1) r = r.add(p);
-        }
-    return r;
+    return scalar_mul_of<C>(p, k, nlimbs);
 }
 
 // Prime-order subgroup membership: [r]P == O (255 doublings + adds; exact, not the fastest).

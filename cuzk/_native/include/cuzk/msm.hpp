@@ -72,64 +72,13 @@ struct msm_config {
 namespace msm_detail {
 
 // ============================================================================
-// Field operations. Two back ends with one interface (static functions):
-// ops_ref over ff.hpp's operators, ops_adx with inline mulx/adcx/adox assembly.
-// Fq2 operations derive from the Fq ones (ops_base).
+// Field operations. Two back ends with one interface (static functions): ops_ref = ec.hpp's
+// field_ops over ff.hpp's operators, ops_adx with inline mulx/adcx/adox assembly.  Fq2
+// operations derive from the Fq ones (ops_base = ec.hpp's field_ops_base).
 // ============================================================================
 template <class D>
-struct ops_base {
-    static inline fq2_t add(const fq2_t& a, const fq2_t& b) { return {D::add(a.c0, b.c0), D::add(a.c1, b.c1)}; }
-    static inline fq2_t sub(const fq2_t& a, const fq2_t& b) { return {D::sub(a.c0, b.c0), D::sub(a.c1, b.c1)}; }
-    static inline fq2_t dbl(const fq2_t& a) { return {D::add(a.c0, a.c0), D::add(a.c1, a.c1)}; }
-    static inline fq2_t neg(const fq2_t& a) { return {D::neg(a.c0), D::neg(a.c1)}; }
-    // Karatsuba over u^2 = -1: 3M + 5A
-    static inline fq2_t mul(const fq2_t& a, const fq2_t& b) {
-        fq_t v0 = D::mul(a.c0, b.c0), v1 = D::mul(a.c1, b.c1);
-        fq_t s = D::mul(D::add(a.c0, a.c1), D::add(b.c0, b.c1));
-        return {D::sub(v0, v1), D::sub(D::sub(s, v0), v1)};
-    }
-    // (c0+c1)(c0-c1) + 2·c0·c1·u: 2M
-    static inline fq2_t sqr(const fq2_t& a) {
-        fq_t t = D::mul(a.c0, a.c1);
-        return {D::mul(D::add(a.c0, a.c1), D::sub(a.c0, a.c1)), D::add(t, t)};
-    }
-    // 1/(c0 + c1 u) = (c0 - c1 u)/(c0^2 + c1^2); inverse of 0 is 0
-    static inline fq2_t inv(const fq2_t& a) {
-        fq_t n = D::inv(D::add(D::sqr(a.c0), D::sqr(a.c1)));
-        return {D::mul(a.c0, n), D::neg(D::mul(a.c1, n))};
-    }
-    // a^(p-2) by 4-bit fixed windows: 380 S + 96 M; inverse of 0 is 0
-    static inline fq_t inv(const fq_t& a) {
-        fq_t tab[16];
-        tab[0] = fq_t::one();
-        tab[1] = a;
-        for (int i = 2; i < 16; i++) tab[i] = D::mul(tab[i - 1], a);
-        const uint64_t* e = fq_params::MOD_MINUS_2;
-        fq_t r = tab[e[5] >> 60];
-        for (int bit = 380 - 4; bit >= 0; bit -= 4) {
-            r = D::sqr(D::sqr(D::sqr(D::sqr(r))));
-            unsigned nib = (unsigned)(e[bit >> 6] >> (bit & 63)) & 15;
-            if (nib) r = D::mul(r, tab[nib]);
-        }
-        return r;
-    }
-};
-
-struct ops_ref : ops_base<ops_ref> {
-    using ops_base<ops_ref>::add;
-    using ops_base<ops_ref>::sub;
-    using ops_base<ops_ref>::dbl;
-    using ops_base<ops_ref>::neg;
-    using ops_base<ops_ref>::mul;
-    using ops_base<ops_ref>::sqr;
-    using ops_base<ops_ref>::inv;
-    static CUZK_INLINE fq_t add(const fq_t& a, const fq_t& b) { return a + b; }
-    static CUZK_INLINE fq_t sub(const fq_t& a, const fq_t& b) { return a - b; }
-    static CUZK_INLINE fq_t dbl(const fq_t& a) { return a + a; }
-    static CUZK_INLINE fq_t neg(const fq_t& a) { return fq_t::zero() - a; }
-    static inline fq_t mul(const fq_t& a, const fq_t& b) { return a * b; }
-    static inline fq_t sqr(const fq_t& a) { return a * a; }
-};
+using ops_base = field_ops_base<D>;
+typedef field_ops ops_ref;
 
 #if CUZK_MSM_X86
 struct ops_adx : ops_base<ops_adx> {
@@ -466,89 +415,9 @@ template <> struct lanes_of<fq2_t> { typedef fq28_t type; };
 #endif
 #endif
 
-// ============================================================================
-// Point arithmetic (same formulas as ec.hpp, over the chosen field back end).
-// ============================================================================
+// Point arithmetic: ec.hpp's xyzz_formulas over the chosen field back end.
 template <class C, class O>
-struct pt {
-    typedef typename C::field_t F;
-    typedef affine_t<C> A;
-    typedef xyzz_t<C> X;
-
-    static CUZK_INLINE X inf() { return X{F::one(), F::one(), F::zero(), F::zero()}; }
-    static CUZK_INLINE X from_affine(const A& p) { return p.is_inf() ? inf() : X{p.x, p.y, F::one(), F::one()}; }
-    static CUZK_INLINE A neg(const A& p) { return A{p.x, O::neg(p.y)}; }  // neg(0) = 0 keeps infinity
-
-    // mdbl-2008-s-1: 4M + 3S
-    static inline X dbl_affine(const A& p) {
-        F U = O::dbl(p.y), V = O::sqr(U), W = O::mul(U, V), S = O::mul(p.x, V);
-        F Xs = O::sqr(p.x), M = O::add(O::dbl(Xs), Xs);  /* M = 3x^2 */
-        X r;
-        r.X = O::sub(O::sqr(M), O::dbl(S));
-        r.Y = O::sub(O::mul(M, O::sub(S, r.X)), O::mul(W, p.y));
-        r.ZZ = V;
-        r.ZZZ = W;
-        return r;
-    }
-    // dbl-2008-s-1: 6M + 4S
-    static inline X dbl(const X& p) {
-        if (p.ZZ.is_zero()) return p;
-        F U = O::dbl(p.Y), V = O::sqr(U), W = O::mul(U, V), S = O::mul(p.X, V);
-        F Xs = O::sqr(p.X), M = O::add(O::dbl(Xs), Xs);
-        X r;
-        r.X = O::sub(O::sqr(M), O::dbl(S));
-        r.Y = O::sub(O::mul(M, O::sub(S, r.X)), O::mul(W, p.Y));
-        r.ZZ = O::mul(V, p.ZZ);
-        r.ZZZ = O::mul(W, p.ZZZ);
-        return r;
-    }
-    // madd-2008-s: 8M + 2S
-    static inline X madd(const X& p, const A& q) {
-        if (q.is_inf()) return p;
-        if (p.ZZ.is_zero()) return from_affine(q);
-        F P = O::sub(O::mul(q.x, p.ZZ), p.X), R = O::sub(O::mul(q.y, p.ZZZ), p.Y);
-        if (P.is_zero()) return R.is_zero() ? dbl_affine(q) : inf();
-        F PP = O::sqr(P), PPP = O::mul(P, PP), Q = O::mul(p.X, PP);
-        X r;
-        r.X = O::sub(O::sub(O::sqr(R), PPP), O::dbl(Q));
-        r.Y = O::sub(O::mul(R, O::sub(Q, r.X)), O::mul(p.Y, PPP));
-        r.ZZ = O::mul(p.ZZ, PP);
-        r.ZZZ = O::mul(p.ZZZ, PPP);
-        return r;
-    }
-    // add-2008-s: 12M + 2S
-    static inline X add(const X& p, const X& q) {
-        if (q.ZZ.is_zero()) return p;
-        if (p.ZZ.is_zero()) return q;
-        F U1 = O::mul(p.X, q.ZZ), U2 = O::mul(q.X, p.ZZ);
-        F S1 = O::mul(p.Y, q.ZZZ), S2 = O::mul(q.Y, p.ZZZ);
-        F P = O::sub(U2, U1), R = O::sub(S2, S1);
-        if (P.is_zero()) return R.is_zero() ? dbl(p) : inf();
-        F PP = O::sqr(P), PPP = O::mul(P, PP), Q = O::mul(U1, PP);
-        X r;
-        r.X = O::sub(O::sub(O::sqr(R), PPP), O::dbl(Q));
-        r.Y = O::sub(O::mul(R, O::sub(Q, r.X)), O::mul(S1, PPP));
-        r.ZZ = O::mul(O::mul(p.ZZ, q.ZZ), PP);
-        r.ZZZ = O::mul(O::mul(p.ZZZ, q.ZZZ), PPP);
-        return r;
-    }
-    // [k]p for a small k (double-and-add from the top bit)
-    static inline X mul_small(const X& p, uint64_t k) {
-        X r = inf();
-        if (k == 0 || p.ZZ.is_zero()) return r;
-        for (int b = 63 - __builtin_clzll(k); b >= 0; b--) {
-            r = dbl(r);
-            if ((k >> b) & 1) r = add(r, p);
-        }
-        return r;
-    }
-    // x = X/ZZ, y = Y/ZZZ from one inversion of ZZ·ZZZ
-    static inline A to_affine(const X& p) {
-        if (p.ZZ.is_zero()) return A::infinity();
-        F i = O::inv(O::mul(p.ZZ, p.ZZZ));
-        return A{O::mul(p.X, O::mul(i, p.ZZZ)), O::mul(p.Y, O::mul(i, p.ZZ))};
-    }
-};
+using pt = xyzz_formulas<C, O>;
 
 // ============================================================================
 // Batch-affine tree reduction.
