@@ -156,14 +156,12 @@ struct field_ops_base {
     }
 };
 
+// A back end's Fq functions hide the base's Fq2 (and Fq inv) overloads unless brought in:
+#define CUZK_FIELD_OPS_BASE(B) \
+    using B::add; using B::sub; using B::dbl; using B::neg; using B::mul; using B::sqr; using B::inv
+
 struct field_ops : field_ops_base<field_ops> {
-    using field_ops_base<field_ops>::add;
-    using field_ops_base<field_ops>::sub;
-    using field_ops_base<field_ops>::dbl;
-    using field_ops_base<field_ops>::neg;
-    using field_ops_base<field_ops>::mul;
-    using field_ops_base<field_ops>::sqr;
-    using field_ops_base<field_ops>::inv;
+    CUZK_FIELD_OPS_BASE(field_ops_base<field_ops>);
     static CUZK_INLINE fq_t add(const fq_t& a, const fq_t& b) { return a + b; }
     static CUZK_INLINE fq_t sub(const fq_t& a, const fq_t& b) { return a - b; }
     static CUZK_INLINE fq_t dbl(const fq_t& a) { return a + a; }

@@ -82,13 +82,7 @@ typedef field_ops ops_ref;
 
 #if CUZK_MSM_X86
 struct ops_adx : ops_base<ops_adx> {
-    using ops_base<ops_adx>::add;
-    using ops_base<ops_adx>::sub;
-    using ops_base<ops_adx>::dbl;
-    using ops_base<ops_adx>::neg;
-    using ops_base<ops_adx>::mul;
-    using ops_base<ops_adx>::sqr;
-    using ops_base<ops_adx>::inv;
+    CUZK_FIELD_OPS_BASE(ops_base<ops_adx>);
 
     // r = a - p if a >= p, else a (a < 2p)
     static CUZK_INLINE fq_t final_sub(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5) {
