@@ -176,12 +176,32 @@ def test_out_of_budget(mode):
         _free_after(eng)
         peak = eng.status()["devices"][0]["budget"]["peak"]
         assert peak <= budget
+        assert not eng.status()["devices"][0]["serialized"]   # two fit: the third worker's wait is normal
     # a key larger than the whole budget: BudgetError from load, nothing left reserved
     with engine("cpu", workers_per_gpu=1, vram_budget=100) as eng:
         with pytest.raises(BudgetError):
             eng.load(pk4)
         assert eng.status()["devices"][0]["budget"]["used"] == 0
     del st
+
+
+def test_budget_for_one_partition_says_workers_take_turns(caplog):
+    """Room beside the keys for one partition only: the second worker's reservation waits for
+    the first partition, the engine says once that its workers take turns (status
+    ``serialized``), and every proof verifies; with room for two it says nothing."""
+    pk4, a4 = circuit(4)
+    keys = sum(int(getattr(pk4, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
+    part = host_partition_bytes(a4)
+    for room, want in ((part + part // 2, True), (2 * part + part // 2, False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cuzk.engine"):
+            with engine("cpu", workers_per_gpu=2, lock_mode="two-lock", vram_budget=keys + room,
+                        threads=2) as eng:
+                k4 = eng.load(pk4)
+                verify_all(pk4, eng.submit(k4, [a4] * 6).result(TIMEOUT), [a4] * 6)
+                assert eng.status()["devices"][0]["serialized"] is want
+        said = [r for r in caplog.records if "take turns" in r.getMessage()]
+        assert len(said) == (1 if want else 0)
 
 
 def _gated(n_devices=1, mode="narrow"):

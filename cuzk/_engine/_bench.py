@@ -126,6 +126,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         key_bytes = [kk["nbytes"] for kk in st["keys"]]
         budgets = [{k: (dv.get("budget") or {}).get(k) for k in ("total", "peak")}
                    for dv in st["devices"]]
+        serialized = any(dv.get("serialized") for dv in st["devices"])
         # a partition's reservation (device bytes on CUDA, host bytes on the CPU): the stage args
         # carry the running total, so a partition's largest figure is all it held at once
         reserved = max((int((r.args or {}).get("reserved_bytes", 0))
@@ -153,7 +154,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
             "wall_s": m["wall_s"], "pools": pools, "h_msm": h_msm[0] if h_msm else None,
             "reserved_bytes_max": reserved, "key_bytes": key_bytes[0] if key_bytes else None,
-            "budgets": budgets,
+            "budgets": budgets, "serialized": serialized,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
             "sha256": hashlib.sha256(blob).hexdigest(),
@@ -216,7 +217,9 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 if not quiet:       # now, not only in the final table: a run cut short keeps it
                     print(f"  {tag}: {row['s_per_partition'] or 0:.4f} s/partition, steady busy "
                           f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}"
-                          + (f", H MSM {row['h_msm']}" if any(row.get("h_msm") or ()) else ""), file=sys.stderr)
+                          + (f", H MSM {row['h_msm']}" if any(row.get("h_msm") or ()) else "")
+                          + (", two partitions did not fit: the workers took turns"
+                             if row.get("serialized") else ""), file=sys.stderr)
     ref = rows[0]["sha256"] if rows else None
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref

@@ -276,9 +276,11 @@ class _DeviceBudget:
     with every partition finished (more than the budget less the resident keys) fails at once
     with ``BudgetError`` instead of waiting forever; everything else is the device's Budget."""
 
-    def __init__(self, budget):
+    def __init__(self, budget, dev=None, workers=1):
         self.budget = budget
         self.pinned = 0                  # bytes of resident keys held from ``budget``
+        self.dev, self.workers = dev, workers
+        self.serialized = False          # a partition waited with only one other holding bytes
 
     def reserve(self, nbytes, what="", *, block=True, timeout=None):
         total = self.budget.total
@@ -286,6 +288,19 @@ class _DeviceBudget:
             raise BudgetError(f"{self.budget.name}: {what or 'reservation'} needs {int(nbytes)} "
                               f"bytes; the budget of {total} bytes less {self.pinned} bytes of "
                               f"resident keys leaves {total - self.pinned}")
+        if (block and total is not None and self.workers > 1 and not self.serialized
+                and self.dev is not None and self.dev.reserving <= 2
+                and self.budget.used + int(nbytes) > total):
+            # the partition waits for the only other one in flight: two cannot overlap, so the
+            # workers take turns (H200, 2^27 with 5 H copies: 16 % slower; RESULTS session 23)
+            self.serialized = True
+            gib = 1 << 30
+            log.warning("%s: a partition's reservation of %.2f GiB waits for the one in flight: "
+                        "resident keys hold %.2f GiB of the %.2f GiB budget, so two partitions do "
+                        "not fit at once and the %d workers take turns (fewer precomputed H "
+                        "copies, stage option precompute, or a larger vram_budget let them "
+                        "overlap)", self.budget.name, int(nbytes) / gib, self.pinned / gib,
+                        total / gib, self.workers)
         return self.budget.reserve(nbytes, what, block=block, timeout=timeout)
 
     def __getattr__(self, name):
@@ -473,7 +488,7 @@ class Engine:
                     budget = device_budget(st.device)
                 dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}",
                                                        gated=self.thread_share == "adaptive"))
-                dev.worker_budget = _DeviceBudget(budget)
+                dev.worker_budget = _DeviceBudget(budget, dev, self.workers_per_gpu)
                 for w in range(self.workers_per_gpu):
                     ctx = st.context(budget=dev.worker_budget, threads=self.threads_per_worker,
                                      name=f"d{i}w{w}")
@@ -956,8 +971,9 @@ class Engine:
 
     # ---- state --------------------------------------------------------------------------
     def status(self):
-        """A snapshot: devices (workers, budget, locks, and ``pool``: the device memory pool's
-        used and reserved bytes, None on the CPU), keys and where they live, queued partitions
+        """A snapshot: devices (workers, budget, locks, ``pool``: the device memory pool's
+        used and reserved bytes, None on the CPU, and ``serialized``: whether a partition had to
+        wait for the only other one in flight, i.e. two do not fit beside the keys), keys and where they live, queued partitions
         per priority, partitions in flight, completed and failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
@@ -974,6 +990,8 @@ class Engine:
                          "failed": None if dv.failed is None else str(dv.failed),
                          "workers": [ws.snapshot() for ws in dv.workers],
                          "budget": dv.budget.snapshot() if dv.budget is not None else None,
+                         "serialized": bool(dv.worker_budget is not None
+                                            and dv.worker_budget.serialized),
                          "pool": _pool_bytes(dv.stages),
                          "locks": dv.interlock.snapshot()} for dv in self.devices],
             "keys": keys, "queued": self._queue.counts(), "in_flight": self._slots.used,
