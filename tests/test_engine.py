@@ -189,8 +189,9 @@ def test_budget_for_one_partition_says_workers_take_turns(caplog):
     """Room beside the keys for one partition only: the second worker's reservation waits for
     the first partition, the engine says once that its workers take turns (status
     ``serialized``), and every proof verifies; with room for two it says nothing."""
+    from cuzk._stages._cpu import _key_bytes
     pk4, a4 = circuit(4)
-    keys = sum(int(getattr(pk4, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
+    keys = _key_bytes(pk4)
     part = host_partition_bytes(a4)
     for room, want in ((part + part // 2, True), (2 * part + part // 2, False)):
         caplog.clear()

@@ -288,9 +288,9 @@ class _DeviceBudget:
             raise BudgetError(f"{self.budget.name}: {what or 'reservation'} needs {int(nbytes)} "
                               f"bytes; the budget of {total} bytes less {self.pinned} bytes of "
                               f"resident keys leaves {total - self.pinned}")
-        if (block and total is not None and self.workers > 1 and not self.serialized
-                and self.dev is not None and self.dev.reserving <= 2
-                and self.budget.used + int(nbytes) > total):
+        free = self.budget.free
+        if (block and free is not None and free < int(nbytes) and self.workers > 1
+                and not self.serialized and self.dev is not None and self.dev.reserving <= 2):
             # the partition waits for the only other one in flight: two cannot overlap, so the
             # workers take turns (H200, 2^27 with 5 H copies: 16 % slower; RESULTS session 23)
             self.serialized = True
@@ -973,8 +973,9 @@ class Engine:
     def status(self):
         """A snapshot: devices (workers, budget, locks, ``pool``: the device memory pool's
         used and reserved bytes, None on the CPU, and ``serialized``: whether a partition had to
-        wait for the only other one in flight, i.e. two do not fit beside the keys), keys and where they live, queued partitions
-        per priority, partitions in flight, completed and failed counts, the thread policy."""
+        wait for the only other one in flight, i.e. two do not fit beside the keys), keys and
+        where they live, queued partitions per priority, partitions in flight, completed and
+        failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
                      "where": k.where, "h_msm": k.h_msm, "in_use": k.in_use}

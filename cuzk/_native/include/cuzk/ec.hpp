@@ -207,8 +207,8 @@ struct xyzz_formulas {
     typedef affine_t<C> A;
     typedef xyzz_t<C> X;
 
-    static CUZK_INLINE X inf() { return X{F::one(), F::one(), F::zero(), F::zero()}; }
-    static CUZK_INLINE X from_affine(const A& p) { return p.is_inf() ? inf() : X{p.x, p.y, F::one(), F::one()}; }
+    static CUZK_INLINE X inf() { return X::infinity(); }
+    static CUZK_INLINE X from_affine(const A& p) { return X::from_affine(p); }
     static CUZK_INLINE A neg(const A& p) { return A{p.x, O::neg(p.y)}; }  // neg(0) = 0 keeps infinity
 
     // mdbl-2008-s-1: 4M + 3S (p not infinity)
