@@ -38,6 +38,7 @@
 # Session 23: tests rowab (row_check=on_failure: no change, GPU-bound at 2^24 with 20 partitions) / k5ab / eng27
 #   (ENG27_OPTS="--stage-options precompute=4,h_window=20;precompute=5,h_window=20") / tests eng27 (--single 2)
 #   eng24all (ENG24_P=20)
+# Session 24: tests winvab (the H stage's last transform on the forward w table read mirrored: no inverse w table)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -275,6 +276,13 @@ for step in "${@:-all}"; do
           timeout 400 python3 -m cuzk bench --log-n 27 --partitions 20 --workers-per-gpu 2 --lock-mode two-lock \
                --stage-options "precompute=4,h_window=20;precompute=auto" --backend cuda --cache-dir memory \
                --json "$OUT/k5eng.json" 2>&1 | tee "$OUT/k5eng.log" | grep -v "^  engine" | tail -12 ;;
+    winvab) # the H stage's last transform reading the forward w table mirrored (default: no winv table, 4 GiB less
+      # at 2^27) against the built inverse table (CUZK_NTT_INV_W=table), alternated in one call; H == CPU at 2^12, 2^20
+      for v in mirror table mirror table; do
+        echo "== CUZK_NTT_INV_W=$v"
+        CUZK_NTT_INV_W=$v timeout 150 python3 bench/bench_gpu_ntt.py --ntt '' --h 24,27 --check-ntt '' --runs 9 \
+          --json "$OUT/winv-$v.json" 2>&1 | tee -a "$OUT/winvab.log" | tail -4
+      done ;;
     rowab) # row_check=on_failure (the CPU row check only when a verified proof fails) against beside, same run:
            # 2^24, where the engine is host-bound (two-lock, 2 and 4 workers)
            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \

@@ -46,6 +46,13 @@ _FR_BYTES = 32
 F_INV, F_FWD, F_LOAD_BITREV, F_STORE_BITREV, F_POINTWISE, F_SCALE_OUT = 1, 2, 4, 8, 16, 32
 F_PLAIN_INV, F_PLAIN_FWD = 64, 128   # the table is plain: top-level twiddles are 1
 F_PRODUCT, F_ADD_OUT = 256, 512
+F_MIRROR_INV = 1024                  # inverse rounds on the w-coset forward table (no winv kept)
+# The tables the H stage reads (and warm-up builds): its inverse coset transform reads wfwd
+# mirrored (F_MIRROR_INV), so a domain of n keeps 2·n·32 bytes of tables, not 3.
+H_TABLES = ("inv", "wfwd")
+# CUZK_NTT_INV_W=table: the last transform reads a built inverse w table instead (measurement:
+# the A/B of bench/gpu_round.sh winvab; the table is built on first use, 4 GiB at 2^27)
+_INV_W_TABLE = os.environ.get("CUZK_NTT_INV_W", "mirror") == "table"
 # Tiles hold 2^11 elements (64 KiB of shared memory, two blocks per SM) up to 2^20 and
 # 2^10 (32 KiB, four blocks per SM) for the 3-pass sizes: measured on an H200, 2^10
 # tiles run 2^27 in 40.0 ms vs 43.6 ms (bench/gpu_ntt_notes.md).  Up to 2^11 the whole
@@ -282,7 +289,6 @@ class _DeviceState(DeviceState):
         plan = pass_plan(lg_n)
         zi = self.table(lg_n, "inv", stream)
         zwf = self.table(lg_n, "wfwd", stream)
-        zwi = self.table(lg_n, "winv", stream)
         k = self.consts(lg_n, stream)
         inv_plan = list(reversed(plan))                           # bottom bits first
 
@@ -315,10 +321,12 @@ class _DeviceState(DeviceState):
             # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
             for src, w in ((d_a, d_c), (d_b, d_a)):
                 self.to_coset_w(stream, lg_n, src, w, zi, zwf)
-        # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h
+        # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h; the
+        # inverse w twiddles are the forward ones mirrored (F_MIRROR_INV, ntt.cuh mirror_node)
+        zwi, mirror = (self.table(lg_n, "winv", stream), 0) if _INV_W_TABLE else (zwf, F_MIRROR_INV)
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
-            flags = F_INV | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
+            flags = F_INV | mirror | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 

@@ -300,6 +300,17 @@ def test_h_stage_matches_cpu(gpu, monkeypatch, rng, tile, lg):
 
 
 @needs_cpu
+@pytest.mark.parametrize("lg", [3, 13])
+def test_h_stage_with_the_inverse_w_table(gpu, monkeypatch, rng, lg):
+    """CUZK_NTT_INV_W=table (the A/B's other side: a built inverse w table, no mirror) gives the
+    same H as the CPU."""
+    monkeypatch.setattr(gpu, "_INV_W_TABLE", True)
+    n = 1 << lg
+    a, b, c = rand_fr(rng, n), rand_fr(rng, n), rand_fr(rng, n)
+    assert_same(gpu.h_stage(a, b, c), cpu_h_ref(a, b, c), f"H 2^{lg} with the winv table")
+
+
+@needs_cpu
 @pytest.mark.parametrize("lg", [1, 5, 12])
 def test_h_stage_c_from_ab(gpu, rng, lg):
     """H with c = a∘b taken from a and b (d_c is never read: it holds garbage here), enqueued in
@@ -319,6 +330,34 @@ def test_h_stage_c_from_ab(gpu, rng, lg):
     comp = st.streams()[0]
     got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
     assert_same(got, want, f"H (c = a∘b) 2^{lg}")
+
+
+@pytest.mark.parametrize("lg", [1, 2, 3, 6, 9])
+def test_w_inverse_twiddles_are_the_forward_ones_mirrored(gpu, lg):
+    """The identity the H stage's last transform reads its twiddles by (F_MIRROR_INV, ntt.cuh
+    ``mirror_node``): on the w-coset tables, 1/z[h] = −z[h ^ (2^l − 1)] for every node h >= 1,
+    l = floor(log2 h).  Both tables as the table kernel builds them ("winv" only here), each
+    against its formula in Python big ints (z[2^l + j] = w_2n^(2^(lg−1−l))·w_(2^(l+1))^bitrev_l(j))."""
+    from cuzk._constants import fr_root_of_unity
+    st = gpu._state(None)
+    comp = st.streams()[0]
+    n = 1 << lg
+    tabs = {}
+    for kind in ("wfwd", "winv"):
+        out = np.empty((n, 4), dtype=np.uint64)
+        gpu._driver().copy_dtoh(out, st.table(lg, kind, comp), n * 32, comp)
+        comp.synchronize()
+        rinv = pow(1 << 256, -1, R)
+        tabs[kind] = [v * rinv % R for v in from_arr(out)]    # out of Montgomery form
+    g = fr_root_of_unity(lg + 1, gpu.COSET_GENERATOR)
+    for h in range(1, n):
+        lvl = h.bit_length() - 1
+        j = h - (1 << lvl)
+        jr = int(format(j, f"0{lvl}b")[::-1], 2) if lvl else 0
+        z = pow(g, 1 << (lg - 1 - lvl), R) * pow(g, 2 * jr * (1 << (lg - 1 - lvl)), R) % R
+        assert tabs["wfwd"][h] == z, (lg, h)
+        assert tabs["winv"][h] * z % R == 1, (lg, h)
+        assert tabs["winv"][h] == (R - tabs["wfwd"][h ^ ((1 << lvl) - 1)]) % R, (lg, h)
 
 
 SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
@@ -387,7 +426,7 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
     try:
         h, rest = pk.h.nbytes, sum(getattr(pk, a).nbytes for a in ("l", "a", "b_g1", "b_g2"))
         assert key.precompute_bytes == (precompute - 1) * h
-        assert key.nbytes == rest + h + key.precompute_bytes + 3 * pk.domain_size * 32 + 4096
+        assert key.nbytes == rest + h + key.precompute_bytes + 2 * pk.domain_size * 32 + 4096  # inv, wfwd
         assert ("h" in key._bufs) == (precompute == 1)
     finally:
         key.release()

@@ -655,6 +655,9 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     gib = 1 << 30
     assert int((19.04 - 16) * gib) <= _tails_allowance(n) < int((19.04 - 16) * gib) + gib // 4
     assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(56.07 * gib), abc_scratch=True) == (4, 20)
+    # session 24: the key's tables are 2 x 4 GiB (no inverse w table), 52.07 GiB without copies;
+    # 5 copies (100.07) leave 37.7 GiB, still < 2 x (16 + the allowance): 4 on this card
+    assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(52.07 * gib), abc_scratch=True) == (4, 20)
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
 
 

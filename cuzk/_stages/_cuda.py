@@ -247,7 +247,7 @@ class ResidentKey:
         self._res = None
         lg = pk.domain_size.bit_length() - 1
         sizes = {q: int(getattr(pk, attr).nbytes) for q, (attr, _) in QUERIES.items()}
-        tables = 3 * pk.domain_size * _FR + 4096
+        tables = _tables_bytes(pk.domain_size)
         # the H MSM (the partition's largest, over uniform scalars) may read `precompute` shifted
         # copies of the H bases (``_cuda_msm.precompute_bases``): fewer windows per MSM
         nh = pk.h.shape[0]
@@ -331,7 +331,7 @@ class StreamedKey:
         self._regs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
-        self.nbytes = 3 * pk.domain_size * _FR + 4096
+        self.nbytes = _tables_bytes(pk.domain_size)
         self.slot_bytes = max(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values())
         self.h_plan_args = {"k": 1, "c": None}
         self.precompute_bytes = 0
@@ -415,11 +415,18 @@ class _Bases:
             self._upload(i + 2)
 
 
+def _tables_bytes(domain):
+    """Device bytes of the H stage's warm-up tables at ``domain``: its twiddle tables
+    (``_cuda_ntt.H_TABLES``, 32 bytes per element each) and constants (< 4 KiB)."""
+    from .. import _cuda_ntt
+    return len(_cuda_ntt.H_TABLES) * domain * _FR + 4096
+
+
 def _warm_tables(device, lg, stream):
     """Twiddle tables and constants of the H stage at 2^lg, built now (not in a kernel region)."""
     from .. import _cuda_ntt
     st = _cuda_ntt._state(device)
-    for kind in ("inv", "wfwd", "winv"):
+    for kind in _cuda_ntt.H_TABLES:
         st.table(lg, kind, stream)
     st.consts(lg, stream)
 

@@ -49,7 +49,8 @@ enum : uint32_t {
     F_PLAIN_FWD = 128u,   // d_zfwd is a plain (non-coset) table
     F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]  (gathered with F_LOAD_BITREV)
     F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out); no d_k
-};
+    F_MIRROR_INV = 1024u, // the inverse rounds read d_zinv = the w-coset forward table, mirrored
+};                        // (mirror_node: no inverse w table is kept)
 
 CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
 {
@@ -81,6 +82,18 @@ CUZK_DEVICE void store_fr(fr_t* p, const fr_t& v)
     uint4* q = reinterpret_cast<uint4*>(p);
     q[0] = make_uint4(v.l[0], v.l[1], v.l[2], v.l[3]);
     q[1] = make_uint4(v.l[4], v.l[5], v.l[6], v.l[7]);
+}
+
+// The w-coset tables (g = w_2n) need no inverse: there z(l, j) = w_(2^(l+2))^(1 + 2·bitrev_l(j))
+// (g^(2^b) = w_(2^(l+2)), w_(2^(l+1)) = its square), and w_(2^(l+2))^(2^(l+1)) = -1, so
+//     1/z(l, j) = w_(2^(l+2))^(2^(l+2) - 1 - 2·bitrev_l(j)) = -z(l, 2^l - 1 - j)
+// (bitrev_l(2^l - 1 - j) = 2^l - 1 - bitrev_l(j)): the node mirrored inside its level, whose heap
+// index is h ^ (2^l - 1), l = floor(log2 h).  A Gentleman-Sande butterfly's (x - y)/z(h) is then
+// (y - x)·z(mirror_node(h)), with no extra product; adjacent nodes read adjacent (descending)
+// entries, so the loads stay coalesced.  h >= 1.
+CUZK_DEVICE uint32_t mirror_node(uint32_t h)
+{
+    return h ^ ((0x80000000u >> __clz(h)) - 1u);
 }
 
 // Tile in shared memory (E <= 2^11 elements, E * 32 bytes of dynamic shared
@@ -152,7 +165,8 @@ struct pass_geom_t {
 // TRIV: the round covers the top three levels of the tree (every group has
 // h == 1) and the table is plain, so Z[1] = Z[2] = Z[4] = 1: 7 of the 12
 // butterflies need no multiplication (decided at compile time per butterfly).
-template <bool FWD, bool TRIV>
+// MIRROR (inverse only): d_z is the w-coset forward table, read through mirror_node.
+template <bool FWD, bool TRIV, bool MIRROR = false>
 CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
 {
     const uint32_t SH = g.LC + A;  // position of the round's bits in e
@@ -185,9 +199,15 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
                 for (int j = 0; j < 8; j++) {
                     if (j & (1 << t)) continue;
                     const bool one = TRIV && (j >> (t + 1)) == 0;
+                    const uint32_t z = (h << (2 - t)) + (j >> (t + 1));
                     fr_t u = x[j], v = x[j + (1 << t)];
                     x[j] = u + v;
-                    x[j + (1 << t)] = one ? u - v : (u - v) * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    if (one)
+                        x[j + (1 << t)] = u - v;
+                    else if (MIRROR)
+                        x[j + (1 << t)] = (v - u) * load_fr_ro(d_z + mirror_node(z));
+                    else
+                        x[j + (1 << t)] = (u - v) * load_fr_ro(d_z + z);
                 }
             }
         }
@@ -198,8 +218,8 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 
 // Round of one bit at local bit A (the top rounds when 3 does not divide S).
 // plain: the table is plain, so the level-0 node (h == 1, uniform across the
-// block when the round is the top level) has twiddle 1.
-template <bool FWD>
+// block when the round is the top level) has twiddle 1.  MIRROR: as in round3.
+template <bool FWD, bool MIRROR = false>
 CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z,
                         bool plain)
 {
@@ -219,7 +239,12 @@ CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
             tile.put(p1, u - v);
         } else {
             tile.put(p0, u + v);
-            tile.put(p1, one ? u - v : (u - v) * load_fr_ro(d_z + h));
+            if (one)
+                tile.put(p1, u - v);
+            else if (MIRROR)
+                tile.put(p1, (v - u) * load_fr_ro(d_z + mirror_node(h)));
+            else
+                tile.put(p1, (u - v) * load_fr_ro(d_z + h));
         }
     }
 }
@@ -227,20 +252,22 @@ CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 // Rounds cover local bits [3k, min(3k+3, S)); a partial top round runs as
 // single-bit rounds.  Every round ends with a block barrier.  plain: the table
 // is plain (F_PLAIN_*), so the top-level twiddles are 1 (see round3/round1).
+// MIRROR: d_z is the w-coset forward table (F_MIRROR_INV; never plain).
+template <bool MIRROR>
 CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain)
 {
     uint32_t A = 0;
 #pragma unroll 1
     for (; A + 3 <= g.S; A += 3) {
-        if (plain && g.lo + A + 3 == g.lg_n)
+        if (!MIRROR && plain && g.lo + A + 3 == g.lg_n)
             round3<false, true>(tile, g, A, d_z);
         else
-            round3<false, false>(tile, g, A, d_z);
+            round3<false, false, MIRROR>(tile, g, A, d_z);
         __syncthreads();
     }
 #pragma unroll 1
     for (; A < g.S; A++) {
-        round1<false>(tile, g, A, d_z, plain);
+        round1<false, MIRROR>(tile, g, A, d_z, plain && !MIRROR);
         __syncthreads();
     }
 }
@@ -316,7 +343,12 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         }
     }
     __syncthreads();
-    if (flags & F_INV) rounds_inv(tile, g, d_zinv, (flags & F_PLAIN_INV) != 0);
+    if (flags & F_INV) {
+        if (flags & F_MIRROR_INV)
+            rounds_inv<true>(tile, g, d_zinv, false);
+        else
+            rounds_inv<false>(tile, g, d_zinv, (flags & F_PLAIN_INV) != 0);
+    }
     if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd, (flags & F_PLAIN_FWD) != 0);
     {  // store (every round ended with a barrier)
         const bool scatter = (flags & F_STORE_BITREV) != 0;
