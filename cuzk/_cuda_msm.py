@@ -38,7 +38,7 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "SortShare", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
            "default_balance", "sampled_balance", "sampled_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
@@ -488,8 +488,51 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     mark("scatter")
 
 
+class SortShare:
+    """The sort of one MSM (its sorted entries and bucket offsets) handed to the next MSM over the
+    same scalars, indices and plan shape: the prover's B_G1 tail to its B_G2 tail, whose scalars and
+    base indices are the same, so their sorted (bucket, ±index) words are too (an entry names a
+    point by index, not by value; the order inside a bucket is free).  The first ``enqueue_msm``
+    (``keep_sort``) keeps its entries and a copy of its offsets (level 1 overwrites them), the
+    second (``sorted_from``) skips count, scan and scatter and frees them; both on one stream.
+    ``kept_bytes(plan)``: the device bytes held from the first MSM's end to the second's start."""
+
+    __slots__ = ("key", "entries", "off")
+
+    def __init__(self):
+        self.key = self.entries = self.off = None
+
+    @staticmethod
+    def shape(plan, d_scalars_ptr, d_idx_ptr, mont):
+        return (plan.n, plan.npoints, plan.c, plan.k, plan.W, plan.Wk, plan.nb, plan.sm_count,
+                int(d_scalars_ptr), int(d_idx_ptr), int(mont))
+
+    @staticmethod
+    def compatible(a, b):
+        """Whether plans ``a`` and ``b`` sort alike (the groups and level 0 may differ)."""
+        return (a.n, a.npoints, a.c, a.k, a.W, a.Wk, a.nb, a.indexed) == \
+            (b.n, b.npoints, b.c, b.k, b.W, b.Wk, b.nb, b.indexed)
+
+    @staticmethod
+    def offsets_bytes(plan):
+        """Pool bytes of the offsets' copy, which the first MSM holds beside its scratch."""
+        return _align((plan.nb + 1) * 8) if plan.n else 0
+
+    @staticmethod
+    def kept_bytes(plan):
+        """Pool bytes held between the two MSMs: the entries and the offsets' copy."""
+        return _align(dict(plan.buffers)["entries"]) + SortShare.offsets_bytes(plan) if plan.n else 0
+
+    def release(self, stream):
+        """Free what a first MSM kept and no second one took (an abandoned share)."""
+        for b in (self.entries, self.off):
+            if b is not None:
+                b.free(stream)
+        self.entries = self.off = self.key = None
+
+
 def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
-                scalar_form="canonical"):
+                scalar_form="canonical", keep_sort=None, sorted_from=None):
     """Enqueue Σ scalars[i]·points[i] (or points[idx[i]]) on ``stream``; no host synchronization.
 
     Parameters
@@ -511,6 +554,11 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
     d_idx_ptr : int
         Device uint32 (n,) base indices < npoints when ``plan.indexed``, else 0.
     scalar_form : {"canonical", "montgomery"}
+    keep_sort : SortShare or None
+        An empty share: keep this MSM's sort in it for a later MSM (``SortShare``).
+    sorted_from : SortShare or None
+        A share filled by an earlier MSM on this stream over the same scalars, indices and plan
+        shape: its sort is used (and freed) instead of sorting.
 
     Returns
     -------
@@ -520,12 +568,19 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
     ------
     ValueError
         A bad scalar_form, a host_view of the wrong shape, an index pointer that does not match
-        ``plan.indexed``.
+        ``plan.indexed``, a ``keep_sort`` already filled, a ``sorted_from`` that is empty or from
+        another shape.
     """
     if scalar_form not in SCALAR_FORMS:
         raise ValueError(f"scalar_form must be one of {SCALAR_FORMS}, got {scalar_form!r}")
     if bool(d_idx_ptr) != plan.indexed:
         raise ValueError("d_idx_ptr must be given exactly when the plan is indexed")
+    mont = 1 if scalar_form == "montgomery" else 0
+    shape = SortShare.shape(plan, d_scalars_ptr, d_idx_ptr, mont)
+    if keep_sort is not None and keep_sort.entries is not None:
+        raise ValueError("keep_sort already holds a sort")
+    if sorted_from is not None and (sorted_from.entries is None or sorted_from.key != shape):
+        raise ValueError("sorted_from holds no sort of these scalars, indices and plan shape")
     g = plan.group
     if plan.n == 0:
         return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
@@ -545,13 +600,20 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             marks.append((name, time.perf_counter()))
 
     n, c, Wk, nb, S, sm = plan.n, plan.c, plan.Wk, plan.nb, plan.S, plan.sm_count
-    mont = 1 if scalar_form == "montgomery" else 0
     try:
+        if sorted_from is not None:       # the earlier MSM's entries and offsets, freed below
+            buf["entries"], buf["off_a"] = sorted_from.entries, sorted_from.off
+            sorted_from.entries = sorted_from.off = sorted_from.key = None
         for name, nbytes in plan.buffers:
-            buf[name] = pool.alloc(_align(nbytes), s)
+            if name not in buf and not (name == "counts" and sorted_from is not None):
+                buf[name] = pool.alloc(_align(nbytes), s)
         ptr = {name: b.ptr for name, b in buf.items()}
         mark("start")
-        _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark)
+        if sorted_from is None:
+            _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark)
+        if keep_sort is not None:         # level 1 overwrites off_a: the share keeps a copy
+            buf["kept_off"] = pool.alloc(SortShare.offsets_bytes(plan), s)
+            d.copy_dtod(buf["kept_off"].ptr, ptr["off_a"], (nb + 1) * 8, s)
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]
         bound = dict(plan.buffers)["sums_a"] // (rows * 8)
@@ -586,6 +648,9 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         if _PROFILE:
             steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
             log.warning("msm %s n=%d N=%d c=%d k=%d S=%d: %s ms", g, n, plan.npoints, c, plan.k, S, steps)
+        if keep_sort is not None:         # handed over: freed by the MSM that takes them
+            keep_sort.entries, keep_sort.off = buf.pop("entries"), buf.pop("kept_off")
+            keep_sort.key = shape
     finally:
         for b in buf.values():
             b.free(s)

@@ -432,6 +432,60 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
         key.release()
 
 
+@pytest.mark.parametrize("share_sort,streams", [(True, 2), (True, 1), (False, 2)])
+def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, streams):
+    """``share_sort``: the B_G2 tail MSM takes the B_G1 tail's sort (``SortShare``) on either
+    stream layout, the proof keeps the CPU's bytes, the kept bytes are in the partition's scratch
+    peak, and nothing is left in the pool or the budget; ``share_sort=0`` sorts twice."""
+    import cuzk._cuda_msm as M
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 4)
+    pk = keygen_random(r1cs, seed=4)
+    asg = r1cs.assignment(inputs, aux)
+    cpu = prove(pk, asg, r=11, s=22, backend="cpu")
+    st = CudaStages(threads=2, b_g2="gpu", share_sort=share_sort, streams=streams)
+    calls, peaks = [], []
+    real_msm, real_peak = M.enqueue_msm, CudaStages._scratch_peak
+
+    def spy(plan, *a, keep_sort=None, sorted_from=None, **kw):
+        calls.append((plan.group, keep_sort is not None, sorted_from is not None))
+        return real_msm(plan, *a, keep_sort=keep_sort, sorted_from=sorted_from, **kw)
+
+    def peak(self, part):
+        v = real_peak(self, part)
+        self.share_sort = False
+        try:
+            v_off = real_peak(self, part)                  # the same plans, each sorting
+        finally:
+            self.share_sort = share_sort
+        peaks.append((v, v_off, [p.scratch_bytes for _, _, p in part.plans], self._sort_share(part.plans),
+                      part.plans))
+        return v
+
+    monkeypatch.setattr(M, "enqueue_msm", spy)
+    monkeypatch.setattr(CudaStages, "_scratch_peak", peak)
+    assert prove(pk, asg, r=11, s=22, stages=st, verify=True) == cpu
+    tails = [c for c in calls if c[1] or c[2]]
+    assert tails == ([("g1", True, False), ("g2", False, True)] if share_sort else [])
+    v, v_off, sizes, pair, plans = peaks[-1]
+    assert (pair is not None) == share_sort
+    if pair:            # the giver holds the offsets' copy, the plans between it and the taker the kept sort
+        gi, ti = pair
+        held = [x + (M.SortShare.offsets_bytes(plans[gi][2]) if j == gi else 0)
+                + (M.SortShare.kept_bytes(plans[gi][2]) if gi < j < ti else 0) for j, x in enumerate(sizes)]
+        if streams == 2:
+            assert v - v_off == max(held[1:]) - max(sizes[1:]) >= 0
+        else:
+            assert v >= max(held[1:]) and v >= v_off
+    else:
+        assert v == v_off
+    assert device_budget(st.device).used == 0
+
+
 def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     """A key that does not fit the device budget stays in host memory and is streamed per
     partition through two device slots: same bytes as the CPU; the budget returns to zero."""

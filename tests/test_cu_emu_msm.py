@@ -549,6 +549,66 @@ def test_enqueue_msm_device_interface(gpu_msm, fake, rng):
     d_sc.free(s)
 
 
+@needs_g2
+@pytest.mark.parametrize("kind", ["uniform", "real_tail"])
+def test_sort_share_g1_tail_to_g2(gpu_msm, fake, rng, kind):
+    """B_G1's tail sort taken by B_G2's (``SortShare``): the same scalars and base indices, so
+    the G2 MSM over the kept entries (no count, scan or scatter launch of its own; its level 1
+    overwrites the offsets, hence the copy) gives the CPU's sum, as the G1 one does; what the
+    first kept is freed by the second, or by ``release`` when no second comes; a share is
+    refused when it is already full, empty, or from another shape."""
+    from test_cu_emu_early import pool_buffers
+    M = gpu_msm
+    dev = fake.Device.get(0)
+    n, N = 300, 64
+    rnd = random.Random(kind == "uniform")
+    idx = np.array([rnd.randrange(N) for _ in range(n)], dtype=np.uint32)
+    canonical = dist_scalars(rng, n, kind)
+    sc = fr_to_mont(canonical)
+    st = M._state(dev)
+    s = fake.Stream(dev)
+    up = {}
+    for name, arr in (("g1", points("g1", N, seed=5)), ("g2", points("g2", N, seed=5)), ("sc", sc), ("idx", idx)):
+        up[name] = st.pool.alloc(arr.nbytes, s)
+        fake.copy_htod(up[name], arr, arr.nbytes, s)
+    plans = {g: M.msm_plan(n, g, dev, npoints=N, c=5, indexed=True, segment=8) for g in ("g1", "g2")}
+    assert M.SortShare.compatible(plans["g1"], plans["g2"]) and plans["g2"].levels > 1
+    from cuzk._cuda_pending import XYZZ_WORDS
+    hosts = {g: fake.PinnedBuffer(plans[g].host_rows * XYZZ_WORDS[g] * 8).asarray(
+        "uint64", (plans[g].host_rows, XYZZ_WORDS[g])) for g in plans}
+    before = pool_buffers(fake)
+
+    def run(g, **kw):
+        return M.enqueue_msm(plans[g], s, st.pool, up[g].ptr, up["sc"].ptr, hosts[g], d_idx_ptr=up["idx"].ptr,
+                             scalar_form="montgomery", **kw)
+
+    share = M.SortShare()
+    p1 = run("g1", keep_sort=share)
+    assert share.entries is not None and pool_buffers(fake) == before + 2     # entries + offsets
+    with pytest.raises(ValueError, match="keep_sort"):
+        run("g1", keep_sort=share)
+    at = len(fake.launches)
+    p2 = run("g2", sorted_from=share)
+    names = [ln[0] for ln in fake.launches[at:]]
+    assert not any(x in ("cuzk_msm_count", "cuzk_msm_scatter", "cuzk_msm_apply_counts") for x in names), names
+    s.synchronize()
+    want = {g: cpu_msm(points(g, N, seed=5), canonical, g, idx) for g in plans}
+    assert np.array_equal(p1.value(), want["g1"]) and np.array_equal(p2.value(), want["g2"])
+    assert share.entries is None and pool_buffers(fake) == before
+    with pytest.raises(ValueError, match="sorted_from"):
+        run("g2", sorted_from=share)                                          # empty
+    run("g1", keep_sort=share)
+    other = M.msm_plan(n, "g2", dev, npoints=N, c=6, indexed=True)
+    with pytest.raises(ValueError, match="sorted_from"):
+        M.enqueue_msm(other, s, st.pool, up["g2"].ptr, up["sc"].ptr,
+                      np.zeros((other.host_rows, XYZZ_WORDS["g2"]), np.uint64), d_idx_ptr=up["idx"].ptr,
+                      scalar_form="montgomery", sorted_from=share)           # another window
+    share.release(s)
+    assert share.entries is None and pool_buffers(fake) == before
+    for b in up.values():
+        b.free(s)
+
+
 def test_msm_rejects_bad_input(gpu_msm):
     pts = points("g1", 3)
     with pytest.raises(ValueError, match="2\\^255"):

@@ -510,8 +510,8 @@ class CudaStages(CpuStages):
         processes ceil(W/k) windows; (k − 1)·|H|·96 bytes beyond the key, reserved from the
         budget).  "auto" (default): the measured best k and window for the key's domain
         (``auto_h_msm``: none below 2^16, 16 up to 2^21, 8 up to 2^23, 4 below 2^24, 13 with a
-        20-bit window from 2^24 to 2^26 (else 4 or 2), 5 at 2^27 (else 4)), fewer copies when
-        the budget would not keep room for two partitions in flight.
+        20-bit window from 2^24 to 2^26 (else 4 or 2), 5 at 2^27 where they fit (else 4: the
+        H200), fewer copies when the budget would not keep room for two partitions in flight.
     h_window : int or None
         Window width of the H MSM (None: the MSM's cost model).
     early_h : bool
@@ -554,15 +554,23 @@ class CudaStages(CpuStages):
         while a, b and the witness agree: c is never read, and the proof returned is the valid
         one of the witness.  It saves the check's CPU work on every good partition (2^24 ~0.6,
         2^27 ~3 core-seconds: the row check's median times 8 threads, H200 host, bench/RESULTS.md
-        session 22); not yet timed in the engine (prepared for an A/B).
+        session 22); timed in the engine (session 23): no change where the GPU is the bottleneck,
+        so "beside" stays the default.
+    share_sort : bool
+        The B_G2 tail MSM reuses the B_G1 tail's sort (``_cuda_msm.SortShare``: the same
+        scalars and base indices, so the same sorted entries) instead of counting, scanning and
+        scattering again, when their plans sort alike; the entries are held from one to the
+        other (counted in the partition's scratch).  The same bytes; False: each sorts (the
+        stage option ``share_sort=0``, for an A/B).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
-                 row_check="beside"):
+                 row_check="beside", share_sort=True):
         super().__init__(threads)
+        self.share_sort = bool(share_sort)
         self.ones_kind = ones_kind_arg(ones_kind)
         self.row_check = row_check_arg(row_check)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
@@ -896,9 +904,32 @@ class CudaStages(CpuStages):
             return 0
         if part.plans[0][0] == "h":
             sizes[0] = _h_scratch_beyond_abc(part.plans[0][2], part.n, self.abc_scratch)
+        pair = self._sort_share(part.plans)
+        if pair:                       # the kept sort, from the giver's run to the taker's
+            from .. import _cuda_msm
+            gi, ti = pair
+            kept = _cuda_msm.SortShare.kept_bytes(part.plans[gi][2])
+            sizes[gi] += _cuda_msm.SortShare.offsets_bytes(part.plans[gi][2])
+            for j in range(gi + 1, ti):
+                sizes[j] += kept
         if self._concurrent(part):
             return sizes[0] + max(sizes[1:], default=0)
         return max(sizes)
+
+    def _sort_share(self, plans):
+        """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
+        can take the first's sort (``share_sort``, both on the GPU, plans that sort alike), else
+        None."""
+        from .. import _cuda_msm
+        if not self.share_sort:
+            return None
+        at = {name: i for i, (name, kind, _) in enumerate(plans) if kind == "msm"}
+        gi, ti = at.get("b_g1:tail"), at.get("b_g2:tail")
+        if gi is None or ti is None or ti < gi:
+            return None
+        if not _cuda_msm.SortShare.compatible(plans[gi][2], plans[ti][2]):
+            return None
+        return gi, ti
 
     # kernels: run = _enqueue_head (row check, H NTT, H MSM) + _enqueue_rest (batch additions,
     # tail MSMs); the early path calls the two with prep_msm and its upload between them
@@ -972,23 +1003,32 @@ class CudaStages(CpuStages):
         from .. import _cuda_batch, _cuda_msm
         ctx, dev = part.ctx, part.dev
         names = [name.split(":")[0] for name, _, _ in part.plans]
-        for i in range(start, stop):
-            (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
-            pq = "b" if q.startswith("b_") else q
-            if kind == "batch":
-                part.parts[name] = _cuda_batch.enqueue_batch_add(
-                    plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
-            elif q == "h":
-                part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self._h_scratch_pool(part), bases.ptr("h"), dev["h"].ptr, view,
-                    scalar_form="montgomery")
-            else:
-                part.parts[name] = _cuda_msm.enqueue_msm(
-                    plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
-                    d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"])
-            marks.append((name, ctx.event(s, timing=True)))
-            if i + 1 == len(names) or names[i + 1] != q:
-                bases.done(q)
+        pair = self._sort_share(part.plans)
+        gi, ti = pair if pair and start <= pair[0] and pair[1] < stop else (None, None)
+        share = _cuda_msm.SortShare() if gi is not None else None
+        try:
+            for i in range(start, stop):
+                (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
+                pq = "b" if q.startswith("b_") else q
+                if kind == "batch":
+                    part.parts[name] = _cuda_batch.enqueue_batch_add(
+                        plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
+                elif q == "h":
+                    part.parts[name] = _cuda_msm.enqueue_msm(
+                        plan, s, self._h_scratch_pool(part), bases.ptr("h"), dev["h"].ptr, view,
+                        scalar_form="montgomery")
+                else:
+                    part.parts[name] = _cuda_msm.enqueue_msm(
+                        plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
+                        d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"],
+                        keep_sort=share if i == gi else None,
+                        sorted_from=share if i == ti and share.entries is not None else None)
+                marks.append((name, ctx.event(s, timing=True)))
+                if i + 1 == len(names) or names[i + 1] != q:
+                    bases.done(q)
+        finally:
+            if share is not None:
+                share.release(s)       # kept and not taken (a failure between the two): freed
 
     def early_ready(self, key):
         """Whether partitions of ``key`` can take the early path (``early_head``/``early_rest``):
