@@ -38,7 +38,8 @@
 # Session 23: tests rowab (row_check=on_failure: no change, GPU-bound at 2^24 with 20 partitions) / k5ab / eng27
 #   (ENG27_OPTS="--stage-options precompute=4,h_window=20;precompute=5,h_window=20") / tests eng27 (--single 2)
 #   eng24all (ENG24_P=20)
-# Session 24: tests winvab (the H stage's last transform on the forward w table read mirrored: no inverse w table)
+# Session 24: tests winvab (the H stage's last transform on the forward w table read mirrored: no inverse w table) /
+#   prover eng27 (ENG27_OPTS="--stage-options share_sort=0;share_sort=1;...": B_G2's tail takes B_G1's sort) / tests eng27
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
