@@ -503,15 +503,18 @@ class SortShare:
         self.key = self.entries = self.off = None
 
     @staticmethod
+    def _sorts_by(plan):
+        """What a plan's sort depends on (W, Wk and the buckets follow from c and k)."""
+        return plan.n, plan.npoints, plan.c, plan.k, plan.indexed
+
+    @staticmethod
     def shape(plan, d_scalars_ptr, d_idx_ptr, mont):
-        return (plan.n, plan.npoints, plan.c, plan.k, plan.W, plan.Wk, plan.nb, plan.sm_count,
-                int(d_scalars_ptr), int(d_idx_ptr), int(mont))
+        return SortShare._sorts_by(plan) + (int(d_scalars_ptr), int(d_idx_ptr), int(mont))
 
     @staticmethod
     def compatible(a, b):
         """Whether plans ``a`` and ``b`` sort alike (the groups and level 0 may differ)."""
-        return (a.n, a.npoints, a.c, a.k, a.W, a.Wk, a.nb, a.indexed) == \
-            (b.n, b.npoints, b.c, b.k, b.W, b.Wk, b.nb, b.indexed)
+        return SortShare._sorts_by(a) == SortShare._sorts_by(b)
 
     @staticmethod
     def offsets_bytes(plan):

@@ -342,18 +342,16 @@ def test_w_inverse_twiddles_are_the_forward_ones_mirrored(gpu, lg):
     st = gpu._state(None)
     comp = st.streams()[0]
     n = 1 << lg
-    tabs = {}
+    tabs, rinv = {}, pow(1 << 256, -1, R)
     for kind in ("wfwd", "winv"):
         out = np.empty((n, 4), dtype=np.uint64)
         gpu._driver().copy_dtoh(out, st.table(lg, kind, comp), n * 32, comp)
         comp.synchronize()
-        rinv = pow(1 << 256, -1, R)
         tabs[kind] = [v * rinv % R for v in from_arr(out)]    # out of Montgomery form
     g = fr_root_of_unity(lg + 1, gpu.COSET_GENERATOR)
     for h in range(1, n):
         lvl = h.bit_length() - 1
-        j = h - (1 << lvl)
-        jr = int(format(j, f"0{lvl}b")[::-1], 2) if lvl else 0
+        jr = int(bitrev_perm(lvl)[h - (1 << lvl)])
         z = pow(g, 1 << (lg - 1 - lvl), R) * pow(g, 2 * jr * (1 << (lg - 1 - lvl)), R) % R
         assert tabs["wfwd"][h] == z, (lg, h)
         assert tabs["winv"][h] * z % R == 1, (lg, h)

@@ -1022,7 +1022,7 @@ class CudaStages(CpuStages):
                         plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                         d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"],
                         keep_sort=share if i == gi else None,
-                        sorted_from=share if i == ti and share.entries is not None else None)
+                        sorted_from=share if i == ti else None)
                 marks.append((name, ctx.event(s, timing=True)))
                 if i + 1 == len(names) or names[i + 1] != q:
                     bases.done(q)
