@@ -607,15 +607,19 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         if sorted_from is not None:       # the earlier MSM's entries and offsets, freed below
             buf["entries"], buf["off_a"] = sorted_from.entries, sorted_from.off
             sorted_from.entries = sorted_from.off = sorted_from.key = None
+        # a kept sort outlives this MSM: from the pool's long-lived end where it has one
+        # (``_stages._cuda._Arena.alloc_keep``)
+        keep_alloc = getattr(pool, "alloc_keep", pool.alloc) if keep_sort is not None else None
         for name, nbytes in plan.buffers:
             if name not in buf and not (name == "counts" and sorted_from is not None):
-                buf[name] = pool.alloc(_align(nbytes), s)
+                alloc = keep_alloc if keep_alloc and name == "entries" else pool.alloc
+                buf[name] = alloc(_align(nbytes), s)
         ptr = {name: b.ptr for name, b in buf.items()}
         mark("start")
         if sorted_from is None:
             _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark)
         if keep_sort is not None:         # level 1 overwrites off_a: the share keeps a copy
-            buf["kept_off"] = pool.alloc(SortShare.offsets_bytes(plan), s)
+            buf["kept_off"] = keep_alloc(SortShare.offsets_bytes(plan), s)
             d.copy_dtod(buf["kept_off"].ptr, ptr["off_a"], (nb + 1) * 8, s)
         off, seg = ptr["off_a"], ptr["off_b"]
         sums, other = ptr["sums_a"], ptr["sums_b"]

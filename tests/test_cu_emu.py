@@ -430,57 +430,65 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
         key.release()
 
 
-@pytest.mark.parametrize("share_sort,streams", [(True, 2), (True, 1), (False, 2)])
-def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, streams):
+@pytest.mark.parametrize("share_sort,streams,side_scratch",
+                         [(True, 2, True), (True, 1, True), (False, 2, True), (True, 2, False)])
+def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, streams, side_scratch):
     """``share_sort``: the B_G2 tail MSM takes the B_G1 tail's sort (``SortShare``) on either
-    stream layout, the proof keeps the CPU's bytes, the kept bytes are in the partition's scratch
-    peak, and nothing is left in the pool or the budget; ``share_sort=0`` sorts twice."""
+    stream layout, the proof keeps the CPU's bytes; ``share_sort=0`` sorts twice.
+    ``side_scratch``: the tail MSMs take their scratch from the rest of a, b, c's buffer, on the
+    side stream only after the H NTT's event.  Either way the pool bytes the reductions after H's
+    hold at once (measured) are what the partition's reservation counts for them (``_pool_peaks``
+    in ``_scratch_peak``), and nothing is left in the pool or the budget."""
     import cuzk._cuda_msm as M
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages, device_budget
+    from cuzk._stages._cuda import CudaStages, _pool_peaks, device_budget
+    from test_cu_emu_msm import _SpyPool
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 4)
     pk = keygen_random(r1cs, seed=4)
     asg = r1cs.assignment(inputs, aux)
     cpu = prove(pk, asg, r=11, s=22, backend="cpu")
-    st = CudaStages(threads=2, b_g2="gpu", share_sort=share_sort, streams=streams)
-    calls, peaks = [], []
-    real_msm, real_peak = M.enqueue_msm, CudaStages._scratch_peak
+    st = CudaStages(threads=2, b_g2="gpu", share_sort=share_sort, streams=streams,
+                    side_scratch=side_scratch)
+    calls, seen = [], {}
+    real_msm, real_red = M.enqueue_msm, CudaStages._enqueue_reductions
 
-    def spy(plan, *a, keep_sort=None, sorted_from=None, **kw):
-        calls.append((plan.group, keep_sort is not None, sorted_from is not None))
-        return real_msm(plan, *a, keep_sort=keep_sort, sorted_from=sorted_from, **kw)
+    def spy(plan, stream, pool, *a, keep_sort=None, sorted_from=None, **kw):
+        calls.append((plan.group, keep_sort is not None, sorted_from is not None, type(pool).__name__))
+        return real_msm(plan, stream, pool, *a, keep_sort=keep_sort, sorted_from=sorted_from, **kw)
 
-    def peak(self, part):
-        v = real_peak(self, part)
-        self.share_sort = False
+    def reductions(self, part, bases, start, stop, s, marks):
+        if start == 0:
+            return real_red(self, part, bases, start, stop, s, marks)
+        pool, self.pool = self.pool, _SpyPool(self.pool)
+        self.pool.step()
         try:
-            v_off = real_peak(self, part)                  # the same plans, each sorting
+            return real_red(self, part, bases, start, stop, s, marks)
         finally:
-            self.share_sort = share_sort
-        peaks.append((v, v_off, [p.scratch_bytes for _, _, p in part.plans], self._sort_share(part.plans),
-                      part.plans))
-        return v
+            seen.update(part=part, peak=self.pool.peaks[0], room=self._side_room(part), side=s)
+            self.pool = pool
 
     monkeypatch.setattr(M, "enqueue_msm", spy)
-    monkeypatch.setattr(CudaStages, "_scratch_peak", peak)
+    monkeypatch.setattr(CudaStages, "_enqueue_reductions", reductions)
     assert prove(pk, asg, r=11, s=22, stages=st, verify=True) == cpu
-    tails = [c for c in calls if c[1] or c[2]]
+    tails = [c[:3] for c in calls if c[1] or c[2]]
     assert tails == ([("g1", True, False), ("g2", False, True)] if share_sort else [])
-    v, v_off, sizes, pair, plans = peaks[-1]
+    part = seen["part"]
+    pair = st._sort_share(part.plans)
     assert (pair is not None) == share_sort
-    if pair:            # the giver holds the offsets' copy, the plans between it and the taker the kept sort
-        gi, ti = pair
-        held = [x + (M.SortShare.offsets_bytes(plans[gi][2]) if j == gi else 0)
-                + (M.SortShare.kept_bytes(plans[gi][2]) if gi < j < ti else 0) for j, x in enumerate(sizes)]
-        if streams == 2:
-            assert v - v_off == max(held[1:]) - max(sizes[1:]) >= 0
-        else:
-            assert v >= max(held[1:]) and v >= v_off
+    rest = _pool_peaks(part.plans[1:], seen["room"], pair and (pair[0] - 1, pair[1] - 1))
+    assert seen["peak"] == max(rest)
+    pools = {c[3] for c in calls if c[0] and (c[1] or c[2] or c[0] == "g2")}
+    if side_scratch:
+        assert seen["room"] > 0 and pools == {"_Arena"}
+        no_room = _pool_peaks(part.plans[1:], 0, pair and (pair[0] - 1, pair[1] - 1))
+        assert max(rest) < max(no_room)                 # the arena took some of it
+        if streams == 2:            # the side stream waits for the H NTT before its first tail MSM
+            assert any(sw is seen["side"] and ev is part.h_ntt for sw, ev in fake.waits)
     else:
-        assert v == v_off
+        assert seen["room"] == 0 and "_Arena" not in pools
     assert device_budget(st.device).used == 0
 
 

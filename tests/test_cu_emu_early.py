@@ -658,6 +658,15 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     # session 24: the key's tables are 2 x 4 GiB (no inverse w table), 52.07 GiB without copies;
     # 5 copies (100.07) leave 37.7 GiB, still < 2 x (16 + the allowance): 4 on this card
     assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(52.07 * gib), abc_scratch=True) == (4, 20)
+    # session 25, ``side_scratch``: the tails take their scratch from the 2.5-2.7 GiB of a, b, c's
+    # buffer that H's MSM leaves, so a partition counts prep_msm's output only: 5 copies fit
+    plan5 = _cuda_msm.msm_plan(n - 1, "g1", dev, npoints=n - 1, k=5, c=20)
+    room = 3 * 32 * n - _abc_split(plan5.buffers, 3 * 32 * n)[0]
+    assert room > 2 * gib and _tails_allowance(n, room) == _tails_allowance(n, 1 << 40) < 1.7 * gib
+    assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(52.07 * gib), abc_scratch=True,
+                      side_scratch=True) == (5, 20)
+    assert auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(52.07 * gib), side_scratch=True) \
+        == auto_h_msm(n, n - 1, dev, _Free(int(137.8 * gib)), int(52.07 * gib))   # no a, b, c buffer
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
 
 

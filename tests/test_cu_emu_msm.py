@@ -609,6 +609,88 @@ def test_sort_share_g1_tail_to_g2(gpu_msm, fake, rng, kind):
         b.free(s)
 
 
+class _SpyPool:
+    """A pool that records its live bytes: ``peaks[i]`` the most held while step i ran."""
+
+    def __init__(self, pool):
+        self.pool, self.live, self.peaks = pool, 0, []
+
+    def step(self):
+        self.peaks.append(self.live)
+
+    def alloc(self, nbytes, stream):
+        b = self.pool.alloc(nbytes, stream)
+        self.live += nbytes
+        self.peaks[-1] = max(self.peaks[-1], self.live)
+        real = b.free
+
+        def free(stream=None):
+            self.live -= nbytes
+            real(stream)
+        b.free = free
+        return b
+
+
+@needs_g2
+@pytest.mark.parametrize("frac", [0, 0.3, 0.7, 1.0, 1.6, 4.0])
+def test_arena_holds_tails_and_kept_sort(gpu_msm, fake, rng, frac):
+    """Tail MSMs taking their scratch from an ``_Arena`` over a dead buffer (``side_scratch``:
+    the rest of a, b, c's): B_G1's tail keeps its sort off the arena's top (``alloc_keep``), an
+    MSM between the two runs from its bottom (reset), B_G2's tail takes the kept sort; each gives
+    the CPU's sum (a kept entry overwritten would break B_G2's), writes stay inside the buffer
+    (red zones), and the bytes each MSM takes from the pool at its peak are what
+    ``_pool_peaks`` counts for the partition's reservation, for arenas from none to roomy."""
+    from test_cu_emu_early import pool_buffers
+    from cuzk._stages._cuda import _Arena, _pool_peaks
+    M = gpu_msm
+    dev = fake.Device.get(0)
+    n, N = 300, 64
+    rnd = random.Random(7)
+    idx = np.array([rnd.randrange(N) for _ in range(n)], dtype=np.uint32)
+    canonical = dist_scalars(rng, n, "real_tail")
+    sc = fr_to_mont(canonical)
+    st = M._state(dev)
+    s = fake.Stream(dev)
+    up = {}
+    for name, arr in (("g1", points("g1", N, seed=6)), ("g2", points("g2", N, seed=6)), ("sc", sc), ("idx", idx)):
+        up[name] = st.pool.alloc(arr.nbytes, s)
+        fake.copy_htod(up[name], arr, arr.nbytes, s)
+    giver = M.msm_plan(n, "g1", dev, npoints=N, c=5, indexed=True, segment=8)
+    between = M.msm_plan(n, "g1", dev, npoints=N, c=6, indexed=True, segment=8)
+    taker = M.msm_plan(n, "g2", dev, npoints=N, c=5, indexed=True, segment=8)
+    plans = [("b_g1:tail", "msm", giver), ("l:tail", "msm", between), ("b_g2:tail", "msm", taker)]
+    room = int(frac * (giver.scratch_bytes + M.SortShare.offsets_bytes(giver))) // 256 * 256
+    from cuzk._cuda_pending import XYZZ_WORDS
+    hosts = [fake.PinnedBuffer(p.host_rows * XYZZ_WORDS[p.group] * 8).asarray(
+        "uint64", (p.host_rows, XYZZ_WORDS[p.group])) for _, _, p in plans]
+    before = pool_buffers(fake)
+    dead = st.pool.alloc(max(room, 256), s)
+    spy = _SpyPool(st.pool)
+    arena = _Arena(dead.ptr, room, spy)
+    share = M.SortShare()
+    pend = []
+    for i, (_, _, p) in enumerate(plans):
+        spy.step()
+        arena.reset()
+        pend.append(M.enqueue_msm(p, s, arena, up[p.group].ptr, up["sc"].ptr, hosts[i], d_idx_ptr=up["idx"].ptr,
+                                  scalar_form="montgomery", keep_sort=share if i == 0 else None,
+                                  sorted_from=share if i == 2 else None))
+    s.synchronize()
+    for (_, _, p), v in zip(plans, pend):
+        assert np.array_equal(v.value(), cpu_msm(points(p.group, N, seed=6), canonical, p.group, idx))
+    assert spy.peaks == _pool_peaks(plans, room, (0, 2))
+    if frac >= 4:
+        assert spy.peaks == [0, 0, 0]                          # everything in the arena
+    if frac == 0:
+        assert spy.peaks[1] >= M.SortShare.kept_bytes(giver)  # the kept sort held in the pool
+    assert spy.live == 0 and not arena.kept and share.entries is None
+    dead.check_guards()
+    dead.free(s)
+    assert pool_buffers(fake) == before
+    for b in up.values():
+        b.free(s)
+
+
 def test_msm_rejects_bad_input(gpu_msm):
     pts = points("g1", 3)
     with pytest.raises(ValueError, match="2\\^255"):

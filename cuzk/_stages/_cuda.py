@@ -240,7 +240,7 @@ class ResidentKey:
     where = "device"
 
     def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
-                 abc_scratch=False):
+                 abc_scratch=False, side_scratch=False):
         from .. import _cuda_msm
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
@@ -253,7 +253,8 @@ class ResidentKey:
         nh = pk.h.shape[0]
         if precompute == "auto":
             base = sum(sizes.values()) + tables
-            precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c, abc_scratch)
+            precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c, abc_scratch,
+                                       side_scratch)
             log.info("resident key 2^%d: H MSM with %d precomputed copies, window %s (precompute "
                      "'auto')", lg, precompute, c if c is not None else "by the cost model")
         self.h_plan_args = {"k": 1, "c": c}
@@ -447,22 +448,60 @@ class _Region:
 class _Arena:
     """The allocator interface of ``enqueue_msm`` (``alloc(nbytes, stream)``, buffers with
     ``ptr`` and ``free(stream)``) over one device buffer whose contents are dead by then (a, b,
-    c's after the H NTT: ``abc_scratch``): consecutive 256-byte-aligned slices, never reused,
-    freed with the buffer; from the first request that does not fit on, every request goes to
-    ``spill`` (the pool), as ``_abc_split`` counts.  Kernels on the stream order every use."""
+    c's after the H NTT: ``abc_scratch``): consecutive 256-byte-aligned slices from the bottom,
+    never reused until ``reset``, freed with the buffer; from the first request that does not
+    fit on, every request goes to ``spill`` (the pool), as ``_abc_split`` counts.  Kernels on
+    the stream order every use.
+
+    ``reset``: the next reduction on the same stream starts at the bottom again (the previous
+    one's slices are dead: stream order).  ``alloc_keep``: a slice off the top that outlives
+    ``reset`` until it is freed (a sort kept for a later MSM, ``SortShare``), or from ``spill``
+    when it does not fit above the bottom's slices."""
 
     def __init__(self, ptr, nbytes, spill):
         self.ptr, self.nbytes, self.at, self.spill = ptr, nbytes, 0, spill
         self.spilling = False
+        self.kept = []                 # live alloc_keep slices
+
+    def top(self):
+        """Offset of the lowest live kept slice (the bottom's limit)."""
+        return min((r.ptr - self.ptr for r in self.kept), default=self.nbytes)
 
     def alloc(self, nbytes, stream=None):
         size = _align(nbytes)
-        if self.spilling or self.at + size > self.nbytes:
+        if self.spilling or self.at + size > self.top():
             self.spilling = True
             return self.spill.alloc(nbytes, stream)
         region = _Region(self.ptr + self.at, nbytes)
         self.at += size
         return region
+
+    def alloc_keep(self, nbytes, stream=None):
+        size = _align(nbytes)
+        top = self.top()
+        if top - size < self.at:
+            return self.spill.alloc(nbytes, stream)
+        region = _Kept(self, self.ptr + top - size, nbytes)
+        self.kept.append(region)
+        return region
+
+    def reset(self):
+        self.at, self.spilling = 0, False
+
+
+class _Kept(_Region):
+    """An ``_Arena.alloc_keep`` slice: freeing it gives its bytes back to the arena (stream
+    order: the later users of the arena are on the same stream)."""
+
+    __slots__ = ("arena",)
+
+    def __init__(self, arena, ptr, nbytes):
+        super().__init__(ptr, nbytes)
+        self.arena = arena
+
+    def free(self, stream=None):
+        if self in self.arena.kept:
+            self.arena.kept.remove(self)
 
 
 def _abc_split(buffers, room):
@@ -475,6 +514,46 @@ def _abc_split(buffers, room):
             return at, sum(_align(b) for _, b in buffers[i:])
         at += _align(nb)
     return at, 0
+
+
+def _pool_peaks(plans, room, pair=None):
+    """Pool bytes each of ``plans`` (name, kind, plan) holds at its peak when they run one after
+    another on one stream, each MSM taking its scratch from an ``_Arena`` of ``room`` bytes
+    (reset before it; the kept sort of ``pair`` = (giver, taker) indices off its top:
+    ``enqueue_msm``'s ``alloc_keep``) and each batch addition from the pool; bytes kept in the
+    pool from the giver to the taker count in every plan between.  ``room`` 0: no arena.  The
+    same requests in the same order as ``enqueue_msm`` and ``enqueue_batch_add`` make them."""
+    from .._cuda_msm import SortShare
+    gi, ti = pair or (None, None)
+    kept_at, kept_pool = [], 0             # sizes of the kept slices in the arena; kept pool bytes
+    out = []
+    for i, (_, kind, p) in enumerate(plans):
+        if kind != "msm" or not p.n:
+            out.append(p.scratch_bytes + kept_pool)
+            continue
+        top = room - sum(kept_at)
+        at, spilled, spilling = 0, 0, False
+        reqs = [(b, _align(nb)) for b, nb in p.buffers
+                if not (i == ti and b in ("counts", "entries", "off_a"))]
+        if i == gi:
+            reqs.append(("kept_off", SortShare.offsets_bytes(p)))
+        held_before = kept_pool
+        for b, size in reqs:
+            if i == gi and b in ("entries", "kept_off"):         # alloc_keep
+                if top - size < at:
+                    kept_pool += size
+                else:
+                    top -= size
+                    kept_at.append(size)
+            elif spilling or at + size > top:
+                spilling = True
+                spilled += size
+            else:
+                at += size
+        out.append(spilled + kept_pool if i == gi else spilled + held_before)
+        if i == ti:
+            kept_at, kept_pool = [], 0
+    return out
 
 
 class _Done:
@@ -562,15 +641,24 @@ class CudaStages(CpuStages):
         scattering again, when their plans sort alike; the entries are held from one to the
         other (counted in the partition's scratch).  The same bytes; False: each sorts (the
         stage option ``share_sort=0``, for an A/B).
+    side_scratch : bool
+        With ``abc_scratch``, the tail MSMs after H's take their scratch from the part of a, b,
+        c's buffer that H's MSM leaves (all of it on one stream), once the H NTT is done (the
+        side stream waits for it before its first tail MSM); the kept sort of ``share_sort``
+        from its top.  A partition then reserves only what does not fit there (2^27 PoRep-like:
+        ~17.3 instead of 19.0 GiB), which leaves room for a fifth precomputed H copy beside two
+        partitions on the H200.  The same bytes; False: the tails' scratch from the pool (the
+        stage option ``side_scratch=0``).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
-                 row_check="beside", share_sort=True):
+                 row_check="beside", share_sort=True, side_scratch=True):
         super().__init__(threads)
         self.share_sort = bool(share_sort)
+        self.side_scratch = bool(side_scratch)
         self.ones_kind = ones_kind_arg(ones_kind)
         self.row_check = row_check_arg(row_check)
         self.precompute, self.h_window = precompute_arg(precompute), h_window
@@ -617,7 +705,7 @@ class CudaStages(CpuStages):
         if where != "host":
             try:
                 return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
-                                   abc_scratch=self.abc_scratch)
+                                   abc_scratch=self.abc_scratch, side_scratch=self.side_scratch)
             except BudgetError as e:
                 if where == "device":
                     raise
@@ -890,31 +978,52 @@ class CudaStages(CpuStages):
             return _Arena(part.dev["abc"].ptr, 3 * _FR * part.n, self.pool)
         return self.pool
 
+    def _side_arena(self, part, start):
+        """The ``_Arena`` of ``_side_room`` at the top of a, b, c's buffer for the reductions
+        from ``start`` on (None for H's, or when there is no room)."""
+        if start == 0 or "abc" not in part.dev:
+            return None
+        room = self._side_room(part)
+        if room <= 0:
+            return None
+        total = 3 * part.n * _FR
+        return _Arena(part.dev["abc"].ptr + total - room, room, self.pool)
+
     def _concurrent(self, part):
         """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
         a streamed key's two slots are filled in query order for one stream)."""
         return self.streams == 2 and part.key.where == "device"
 
     def _scratch_peak(self, part):
-        """The most MSM/batch scratch the partition's plans hold at once.  On one stream each
-        reduction frees its scratch stream-ordered before the next allocates: the largest.  With
-        the side stream, H's (``plans[0]``) beside the largest of the others."""
-        sizes = [p.scratch_bytes for _, _, p in part.plans]
-        if not sizes:
+        """The most MSM/batch scratch the partition's plans hold in the pool at once.  On one
+        stream each reduction frees its scratch stream-ordered before the next allocates: the
+        largest.  With the side stream, H's (``plans[0]``) beside the largest of the others.
+        Each counts what a, b, c's buffer cannot hold (``_h_scratch_beyond_abc``, ``_pool_peaks``
+        over ``_side_room``) and the sort kept from B_G1's tail to B_G2's."""
+        plans = part.plans
+        if not plans:
             return 0
-        if part.plans[0][0] == "h":
-            sizes[0] = _h_scratch_beyond_abc(part.plans[0][2], part.n, self.abc_scratch)
-        pair = self._sort_share(part.plans)
-        if pair:                       # the kept sort, from the giver's run to the taker's
-            from .. import _cuda_msm
-            gi, ti = pair
-            kept = _cuda_msm.SortShare.kept_bytes(part.plans[gi][2])
-            sizes[gi] += _cuda_msm.SortShare.offsets_bytes(part.plans[gi][2])
-            for j in range(gi + 1, ti):
-                sizes[j] += kept
-        if self._concurrent(part):
-            return sizes[0] + max(sizes[1:], default=0)
-        return max(sizes)
+        first = 1 if plans[0][0] == "h" else 0
+        head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch)] if first else []
+        pair = self._sort_share(plans)
+        if pair:
+            pair = (pair[0] - first, pair[1] - first)
+        rest = _pool_peaks(plans[first:], self._side_room(part), pair)
+        if self._concurrent(part) and head:
+            return head[0] + max(rest, default=0)
+        return max(head + rest)
+
+    def _side_room(self, part):
+        """Bytes of a, b, c's buffer that the reductions after H's take their MSM scratch from
+        (``side_scratch``): all of it on one stream (H's MSM is done by then), on the side stream
+        what H's MSM leaves (``_abc_split``), after the H NTT (an event wait); 0 without
+        ``abc_scratch`` or ``side_scratch``."""
+        if not (self.abc_scratch and self.side_scratch):
+            return 0
+        room = 3 * part.n * _FR
+        if self._concurrent(part) and part.plans and part.plans[0][0] == "h":
+            room -= _abc_split(part.plans[0][2].buffers, room)[0]
+        return room
 
     def _sort_share(self, plans):
         """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
@@ -966,7 +1075,8 @@ class CudaStages(CpuStages):
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                   stream=s, c_from_ab=True, steps=("rest",))
         marks = part.gpu_marks
-        marks.append(("h_ntt", ctx.event(s, timing=True)))
+        part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
+        marks.append(("h_ntt", part.h_ntt))
         self._enqueue_reductions(part, bases, 0, 1, s, marks)
 
     def _enqueue_rest(self, part, bases, wait=False):
@@ -1006,10 +1116,18 @@ class CudaStages(CpuStages):
         pair = self._sort_share(part.plans)
         gi, ti = pair if pair and start <= pair[0] and pair[1] < stop else (None, None)
         share = _cuda_msm.SortShare() if gi is not None else None
+        arena, waited = self._side_arena(part, start), s is ctx.compute
         try:
             for i in range(start, stop):
                 (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
                 pq = "b" if q.startswith("b_") else q
+                tails = self.pool
+                if arena is not None and kind == "msm" and q != "h":
+                    if not waited:          # the side stream: a, b, c's buffer once the H NTT is done
+                        s.wait_event(part.h_ntt)
+                        waited = True
+                    arena.reset()
+                    tails = arena
                 if kind == "batch":
                     part.parts[name] = _cuda_batch.enqueue_batch_add(
                         plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
@@ -1019,7 +1137,7 @@ class CudaStages(CpuStages):
                         scalar_form="montgomery")
                 else:
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, self.pool, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
+                        plan, s, tails, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
                         d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"],
                         keep_sort=share if i == gi else None,
                         sorted_from=share if i == ti else None)
@@ -1220,14 +1338,15 @@ _AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 
            (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (5, 20), (4, 20)))
 
 
-def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False):
+def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False,
+               side_scratch=False):
     """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
     (``_AUTO_H``; an explicit ``c`` wins, and skips the choices that come with their own window),
     the first that fits whole, else the last with k halved (… → 4 → 2 → 1), where fitting means
     that the key's ``base_bytes`` plus the (k − 1)·|H| extra still leave ``budget`` room for two
     partitions of this domain in flight (a, b, c, H's output and the H MSM's scratch each; with
     ``abc_scratch`` only the scratch that a, b, c's buffer cannot hold; plus
-    ``_tails_allowance``)."""
+    ``_tails_allowance``, less what the rest of that buffer holds with ``side_scratch``)."""
     from .. import _cuda_msm
     for limit, *choices in _AUTO_H:
         if domain < limit:
@@ -1237,8 +1356,10 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     def fits(k, cw):
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
         extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
+        abc = 3 * domain * _FR
+        room = abc - _abc_split(plan.buffers, abc)[0] if abc_scratch and side_scratch else 0
         per_part = (4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
-                    + _tails_allowance(domain))
+                    + _tails_allowance(domain, room))
         return free is None or base_bytes + extra + 2 * per_part <= free
 
     *first, (k, cw) = choices
@@ -1251,13 +1372,16 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def _tails_allowance(domain):
+def _tails_allowance(domain, room=0):
     """Device bytes a partition reserves beyond a, b, c, H's output and the H MSM's scratch:
     prep_msm's output (tail scalars and indices, bitmaps) and the side stream's largest scratch
-    (a tail MSM's), which depend on the witness and are not known when the key is loaded.
-    Measured on the H200 (bench/RESULTS.md, session 23): a PoRep-like 2^27 partition reserves
-    19.04 GiB, 3.04 GiB (0.76·n·32 bytes) more than a, b, c and H; counted as 4/5·n·32."""
-    return 4 * domain * _FR // 5
+    (a tail MSM's) beyond the ``room`` bytes of a, b, c's buffer it may take (``side_scratch``),
+    which depend on the witness and are not known when the key is loaded.  Measured on the H200
+    (bench/RESULTS.md, session 23): a PoRep-like 2^27 partition reserves 19.04 GiB, 3.04 GiB
+    (0.76·n·32 bytes) more than a, b, c and H: the L tail's scratch 1.57 GiB (its plan, ~9.7 %
+    of n scalars) and prep_msm's output the other ~1.47 (0.37·n·32); counted as 2/5·n·32 each,
+    the tail's less ``room``."""
+    return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
 def _group_of(name):
