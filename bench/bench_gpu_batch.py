@@ -66,8 +66,7 @@ def bench_batch(group, lg, density, runs, check, rng, kind=None, lane_bits=None,
     pts = F.fixed_base_mul(None, rand_scalars(rng, base_n), group)
     bits = bits_for(rng, n, density)
     B._LANE_BITS_ENV = lane_bits or 0
-    # "compact" is sized by the bits set (its entries), as the prover plans it
-    plan = B.batch_add_plan(n, group, kind=kind, n_set=popcount_words(bits) if kind == "compact" else None)
+    plan = B.batch_add_plan(n, group, kind=kind)
     st = B._state(None)
     s = st.streams()[0]
     d_pts = st.pool.alloc(n * pts.shape[1] * 8, s)

@@ -41,8 +41,7 @@
 # Session 24: tests winvab (the H stage's last transform on the forward w table read mirrored: no inverse w table) /
 #   prover eng27 (ENG27_OPTS="--stage-options share_sort=0;share_sort=1;...": B_G2's tail takes B_G1's sort) / tests eng27
 # Session 25: eng27 (ENG27_OPTS="--stage-options side_scratch=0,precompute=4,h_window=20;side_scratch=1,...;precompute=auto":
-#   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions) / onesab eng27 (ENG27_OPTS=
-#   "--stage-options ones_kind=auto;ones_kind=compact;...": the batch additions as one-bucket MSMs)
+#   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -280,10 +279,6 @@ for step in "${@:-all}"; do
           timeout 400 python3 -m cuzk bench --log-n 27 --partitions 20 --workers-per-gpu 2 --lock-mode two-lock \
                --stage-options "precompute=4,h_window=20;precompute=auto" --backend cuda --cache-dir memory \
                --json "$OUT/k5eng.json" 2>&1 | tee "$OUT/k5eng.log" | grep -v "^  engine" | tail -12 ;;
-    onesab) # the batch additions as a one-bucket MSM ("compact": bits compacted, the MSM's level 0 and levels) against
-            # the kernels of default_kind; PoRep's ones: L and A ~45 % of 2^27, B ~11 % (B_G1 and B_G2)
-          timeout 300 python3 bench/bench_gpu_batch.py --g1 24,27 --g2 24,27 --density 0.45,0.11 --kind balanced,affine,compact \
-               --fixed '' --runs 5 --json "$OUT/onesab.json" 2>&1 | tee "$OUT/onesab.log" | tail -26 ;;
     winvab) # the H stage's last transform reading the forward w table mirrored (default: no winv table, 4 GiB less
       # at 2^27) against the built inverse table (CUZK_NTT_INV_W=table), alternated in one call; H == CPU at 2^12, 2^20
       for v in mirror table mirror table; do

@@ -6,14 +6,11 @@ Bitmap semantics are the CPU's (``cuzk._native._msm.batch_add``): bit i of uint6
 LSB first, selects point i.  Points are affine Montgomery in the CPU layout (G1 uint64 (n, 12),
 G2 (n, 24); all-zero = infinity).
 
-Four kernels ("kind" of the plan): "xyzz", one XYZZ accumulator per thread over a contiguous
+Three kernels ("kind" of the plan): "xyzz", one XYZZ accumulator per thread over a contiguous
 word range (madd-2008-s per set bit); "balanced", the same additions with a block's set bits
-dealt out evenly to its threads, tile by tile (``batch_add.cu`` batch_add_balanced_body);
+dealt out evenly to its threads, tile by tile (``batch_add.cu`` batch_add_balanced_body); and
 "affine", lanes of a few bitmap bits per thread with affine additions that share one inversion
-per thread and step (batch_add_affine_body; its lane state comes from the pool); and
-"compact", the set bits compacted into a list of point indices that the MSM's level 0 and
-segment levels sum as one bucket (``cuzk._cuda_msm.ones_plan`` / ``enqueue_ones``: every
-lane step of its affine level 0 is an addition, where "affine" idles on clear bits).
+per thread and step (batch_add_affine_body; its lane state comes from the pool).
 ``default_kind`` picks by measurement.
 
 Two levels:
@@ -47,7 +44,7 @@ __all__ = ["BatchPlan", "KINDS", "default_kind", "batch_add_plan", "enqueue_batc
 # XYZZ = 48 KiB of shared memory, G2: 128 x 384 bytes = 48 KiB (no opt-in needed).
 _THREADS = {"g1": 256, "g2": 128}
 _BLOCKS_PER_SM = 4
-KINDS = ("xyzz", "affine", "balanced", "compact")
+KINDS = ("xyzz", "affine", "balanced")
 # "affine": threads per block (its grid: the blocks the SMs hold at once, ``_resident_blocks``) and
 # the lane width B (bits of the bitmap per lane) by points per thread t: a thread runs ~ρ·B sweeps
 # (ρ: the share of bits set) of one inversion each and ends with J = t/B lane sums, so B grows as
@@ -100,8 +97,6 @@ class BatchPlan:
         Bitmap words read, ceil(n_points / 64).
     lane_bits, lanes : int
         "affine": bitmap bits per lane (B) and lanes (ceil(n_points / B)); 0 for the others.
-    msm : MsmPlan or None
-        "compact": the one-bucket MSM (``cuzk._cuda_msm.ones_plan``) the set bits become.
     scratch_bytes : int
         Pool scratch per launch (the partials; "affine": and the lane state), allocated and
         freed on the stream.
@@ -112,7 +107,7 @@ class BatchPlan:
     """
 
     __slots__ = ("n_points", "group", "device", "kind", "blocks", "threads", "words", "lane_bits", "lanes",
-                 "scratch_bytes", "host_rows", "shmem", "msm")
+                 "scratch_bytes", "host_rows", "shmem")
 
     def __repr__(self):
         return (f"BatchPlan(n_points={self.n_points}, group={self.group!r}, kind={self.kind!r}, "
@@ -187,14 +182,6 @@ def batch_add_plan(n_points, group, device=None, kind=None, n_set=None):
     p.n_points, p.group, p.device, p.kind = n, group, st.device, kind
     p.words = (n + 63) // 64
     p.lane_bits = p.lanes = 0
-    p.msm = None
-    if kind == "compact":                   # n_set None: sized for every bit set
-        from ._cuda_msm import ones_plan
-        p.msm = ones_plan(n if n_set is None else n_set, n, group, st.device)
-        p.blocks = p.host_rows = p.msm.host_rows
-        p.threads = p.shmem = 0
-        p.scratch_bytes = p.msm.scratch_bytes
-        return p
     lane_bytes = 0
     p.threads = {"affine": _AFFINE_THREADS, "balanced": min(_BALANCED_THREADS, _THREADS[group])}.get(
         kind, _THREADS[group])
@@ -250,9 +237,6 @@ def enqueue_batch_add(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
     if plan.blocks == 0:
         from ._cuda_pending import ReadyPoint
         return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
-    if plan.kind == "compact":
-        from ._cuda_msm import enqueue_ones
-        return enqueue_ones(plan.msm, stream, pool, _ptr(d_points_ptr), _ptr(d_bits_ptr), host_view)
     d = _driver()
     st = _state(plan.device)
     args = [("P", None), ("P", _ptr(d_points_ptr)), ("P", _ptr(d_bits_ptr)), ("Q", plan.n_points)]
@@ -336,7 +320,7 @@ def batch_add(points, bits_words, group, device=None, kind=None):
     points = np.ascontiguousarray(points)
     bits = np.ascontiguousarray(bits_words[:(n + 63) // 64])
     d = _driver()
-    plan = batch_add_plan(n, group, device, kind, popcount_words(bits) if kind in (None, "compact") else None)
+    plan = batch_add_plan(n, group, device, kind, None if kind else popcount_words(bits))
     st = _state(plan.device)
     s = st.streams()[0]
     host = np.empty((plan.host_rows, XYZZ_WORDS[group]), dtype=np.uint64)

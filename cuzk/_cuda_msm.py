@@ -38,7 +38,7 @@ import numpy as np
 from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
-__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "ones_plan", "enqueue_ones", "SortShare", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
+__all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "SortShare", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
            "default_balance", "sampled_balance", "sampled_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
@@ -325,79 +325,22 @@ def msm_plan(n, group="g1", device=None, npoints=None, c=None, indexed=False, k=
     p.indexed, p.device, p.sm_count = bool(indexed), device, int(device.sm_count)
     p.balance = balance
     p.levels = _levels(max(n, 1) * k, S, flat=balance in _FLAT_LEVEL0)
-    _size(p, n * W)                                   # at most one entry per (scalar, window)
-    p.buffers = (("counts", nb * 4),) + p.buffers if n else ()
-    p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
-    p.precompute_bytes = k * N * AFFINE_WORDS[group] * 8 if k > 1 else 0
-    return p
-
-
-def _size(p, entries):
-    """The window split, result rows and scratch buffers after the sort (``p.buffers`` without
-    the sort's counts) of plan ``p`` (n, group, c, Wk, nb, S, levels, balance set) over at most
-    ``entries`` sorted entries."""
-    nb, S = p.nb, p.S
-    p.P, p.segs = _window_split(p.c, p.Wk, p.sm_count)
-    p.host_rows = p.Wk * p.P if p.n else 0
-    xyzz = XYZZ_WORDS[p.group] * 8
+    p.P, p.segs = _window_split(c, Wk, p.sm_count)
+    p.host_rows = Wk * p.P if n else 0
+    xyzz = XYZZ_WORDS[group] * 8
+    entries = n * W                                   # at most one entry per (scalar, window)
     sums1 = -(-entries // S) + nb                     # Σ_b ceil(cnt_b / S) <= entries/S + nb
     sums2 = -(-sums1 // S) + nb if p.levels > 1 else 0
     p.scan_threads = min(256, max(32, 1 << (-(-nb // _SCAN_ITEMS) - 1).bit_length()))
     p.ntiles = -(-nb // (_SCAN_ITEMS * p.scan_threads))
-    p.buffers = (("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8), ("tiles", (2 * p.ntiles + 1) * 8),
+    p.buffers = (("counts", nb * 4), ("off_a", (nb + 1) * 8), ("off_b", (nb + 1) * 8),
+                 ("tiles", (2 * p.ntiles + 1) * 8),
                  ("entries", entries * 4), ("sums_a", sums1 * xyzz), ("sums_b", sums2 * xyzz),
-                 ("windows", p.host_rows * xyzz), ("more", p.levels * 4))
-    if p.balance == "batch":
-        p.buffers += (("lanes", _batch_cap(entries, S) * _batch_row(p.group)),)
-
-
-class _Scan:
-    """The sizes ``_scan`` reads from a plan, for a prefix sum over ``nb`` counts."""
-
-    __slots__ = ("nb", "scan_threads", "ntiles", "S")
-
-    def __init__(self, nb):
-        self.nb, self.S = nb, 1
-        self.scan_threads = min(256, max(32, 1 << (-(-nb // _SCAN_ITEMS) - 1).bit_length()))
-        self.ntiles = -(-nb // (_SCAN_ITEMS * self.scan_threads))
-
-
-# The ones' level 0 by group (``ones_plan``): G1 "batch" and G2 "affine", the large-MSM defaults
-# for uniform scalars (a bucket of tens of millions of entries is what they are best at).
-_ONES_BALANCE = {"g1": "batch", "g2": "affine"}
-
-
-def ones_plan(n_set, n_points, group="g1", device=None, balance=None, segment=None):
-    """Plan Σ points[i] over the ``n_set`` set bits i of a bitmap over ``n_points`` resident
-    points as a one-bucket MSM (``enqueue_ones``): the bits compacted into ``n_set`` entries, then
-    the MSM's level 0 (``balance``, None: ``_ONES_BALANCE``), segment levels and window step over
-    c = 2, one window, all in bucket 0 (weight 1)."""
-    n, N = int(n_set), int(n_points)
-    if not 0 <= n <= N:
-        raise ValueError(f"n_set must be in 0..n_points, got {n} of {N}")
-    if N >= _MAX_INDEX:
-        raise ValueError(f"n_points = {N} >= 2^31: the MSM's entries index points in 31 bits")
-    if group not in AFFINE_WORDS:
-        raise ValueError(f"group must be 'g1' or 'g2', got {group!r}")
-    balance = _ONES_BALANCE[group] if balance is None else balance
-    if balance not in BALANCES:
-        raise ValueError(f"balance must be one of {BALANCES}, got {balance!r}")
-    if device is None or isinstance(device, int):
-        device = _driver().Device.get(device or 0)
-    p = MsmPlan()
-    p.n, p.npoints, p.group, p.c, p.W, p.k, p.Wk, p.H, p.nb = n, N, group, 2, 1, 1, 1, 2, 2
-    p.S = default_segment(n, 1) if segment is None else int(segment)
-    if p.S < 2:
-        raise ValueError(f"segment must be >= 2, got {p.S}")
-    p.indexed, p.device, p.sm_count, p.balance = True, device, int(device.sm_count), balance
-    p.levels = _levels(max(n, 1), p.S, flat=balance in _FLAT_LEVEL0)
-    _size(p, n)
-    words = -(-N // 64)
-    ws = _Scan(words)
-    p.buffers = (("counts", words * 4), ("word_off", (words + 1) * 8),
-                 ("word_tiles", (2 * ws.ntiles + 1) * 8)) + p.buffers if n else ()
+                 ("windows", p.host_rows * xyzz), ("more", p.levels * 4)) if n else ()
+    if n and balance == "batch":
+        p.buffers += (("lanes", _batch_cap(entries, S) * _batch_row(group)),)
     p.scratch_bytes = sum(_align(b) for _, b in p.buffers)
-    p.precompute_bytes = 0
+    p.precompute_bytes = k * N * AFFINE_WORDS[group] * 8 if k > 1 else 0
     return p
 
 
@@ -591,45 +534,6 @@ class SortShare:
         self.entries = self.off = self.key = None
 
 
-def _reduce(st, s, plan, ptr, d_points_ptr, host_view, mark):
-    """Enqueue what follows the sort of an MSM: level 0 over ``ptr["entries"]`` (grouped by bucket
-    at ``ptr["off_a"]``), the segment levels, the window step and the copy of its rows into
-    ``host_view``; ``ptr``: the plan's buffers by name."""
-    d = _driver()
-    g, rows, c, Wk, nb, S, sm = plan.group, XYZZ_WORDS[plan.group], plan.c, plan.Wk, plan.nb, plan.S, plan.sm_count
-    off, seg = ptr["off_a"], ptr["off_b"]
-    sums, other = ptr["sums_a"], ptr["sums_b"]
-    bound = dict(plan.buffers)["sums_a"] // (rows * 8)
-    flat = plan.balance in _FLAT_LEVEL0
-    more = ptr["more"]                 # more[L]: level L left some bucket > 1 sum (msm.cu)
-    d.memset_d32(more, 0, plan.levels, s)
-    for level in range(plan.levels):
-        need = more + 4 * (level - 1) if level and _SKIP_LEVELS else 0
-        _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0, need=need,
-              more=more + 4 * level)
-        grid = _grid(bound, _SUM_THREADS, sm, 8)
-        if level == 0:
-            _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound,
-                           ptr.get("lanes", 0))
-        else:
-            st.fn("cuzk_msm_sum_partials_" + g).launch(
-                s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),
-                                        ("I", nb), ("I", S), ("P", need)])
-            sums, other = other, sums
-        off, seg = seg, off            # this level's segment offsets index its sums
-        bound = -(-bound // S) + nb
-        mark(f"level{level}")
-    # even levels wrote sums_a at off_b, odd ones sums_b at off_a; the kernel reads the last
-    # level that ran (a level after one that left every bucket <= 1 sum returns at once)
-    st.fn("cuzk_msm_windows_" + g, plan.segs * rows * 8).launch(
-        s, Wk * plan.P, plan.segs, [("P", ptr["windows"]), ("P", ptr["sums_a"]), ("P", ptr["off_b"]),
-                                    ("P", ptr["sums_b"]), ("P", ptr["off_a"]), ("P", more),
-                                    ("I", plan.levels), ("I", c), ("I", plan.P)],
-        shmem=plan.segs * rows * 8)
-    d.copy_dtoh(host_view, ptr["windows"], host_view.nbytes, s)
-    mark("windows")
-
-
 def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_idx_ptr=0,
                 scalar_form="canonical", keep_sort=None, sorted_from=None):
     """Enqueue Σ scalars[i]·points[i] (or points[idx[i]]) on ``stream``; no host synchronization.
@@ -698,7 +602,7 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
             s.synchronize()
             marks.append((name, time.perf_counter()))
 
-    n, c, Wk, nb, S = plan.n, plan.c, plan.Wk, plan.nb, plan.S
+    n, c, Wk, nb, S, sm = plan.n, plan.c, plan.Wk, plan.nb, plan.S, plan.sm_count
     try:
         if sorted_from is not None:       # the earlier MSM's entries and offsets, freed below
             buf["entries"], buf["off_a"] = sorted_from.entries, sorted_from.off
@@ -717,7 +621,37 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         if keep_sort is not None:         # level 1 overwrites off_a: the share keeps a copy
             buf["kept_off"] = keep_alloc(SortShare.offsets_bytes(plan), s)
             d.copy_dtod(buf["kept_off"].ptr, ptr["off_a"], (nb + 1) * 8, s)
-        _reduce(st, s, plan, ptr, d_points_ptr, host_view, mark)
+        off, seg = ptr["off_a"], ptr["off_b"]
+        sums, other = ptr["sums_a"], ptr["sums_b"]
+        bound = dict(plan.buffers)["sums_a"] // (rows * 8)
+        flat = plan.balance in _FLAT_LEVEL0
+        more = ptr["more"]                 # more[L]: level L left some bucket > 1 sum (msm.cu)
+        d.memset_d32(more, 0, plan.levels, s)
+        for level in range(plan.levels):
+            need = more + 4 * (level - 1) if level and _SKIP_LEVELS else 0
+            _scan(st, s, plan, seg, ptr["tiles"], off=off, flat=flat and level == 0, need=need,
+                  more=more + 4 * level)
+            grid = _grid(bound, _SUM_THREADS, sm, 8)
+            if level == 0:
+                _launch_level0(st, s, plan, sums, seg, off, ptr["entries"], d_points_ptr, bound,
+                               ptr.get("lanes", 0))
+            else:
+                st.fn("cuzk_msm_sum_partials_" + g).launch(
+                    s, grid, _SUM_THREADS, [("P", other), ("P", seg), ("P", off), ("P", sums),
+                                            ("I", nb), ("I", S), ("P", need)])
+                sums, other = other, sums
+            off, seg = seg, off            # this level's segment offsets index its sums
+            bound = -(-bound // S) + nb
+            mark(f"level{level}")
+        # even levels wrote sums_a at off_b, odd ones sums_b at off_a; the kernel reads the last
+        # level that ran (a level after one that left every bucket <= 1 sum returns at once)
+        st.fn("cuzk_msm_windows_" + g, plan.segs * rows * 8).launch(
+            s, Wk * plan.P, plan.segs, [("P", ptr["windows"]), ("P", ptr["sums_a"]), ("P", ptr["off_b"]),
+                                        ("P", ptr["sums_b"]), ("P", ptr["off_a"]), ("P", more),
+                                        ("I", plan.levels), ("I", c), ("I", plan.P)],
+            shmem=plan.segs * rows * 8)
+        d.copy_dtoh(host_view, ptr["windows"], host_view.nbytes, s)
+        mark("windows")
         if _PROFILE:
             steps = " ".join(f"{b[0]}={1e3 * (b[1] - a[1]):.2f}" for a, b in zip(marks, marks[1:]))
             log.warning("msm %s n=%d N=%d c=%d k=%d S=%d: %s ms", g, n, plan.npoints, c, plan.k, S, steps)
@@ -728,49 +662,6 @@ def enqueue_msm(plan, stream, pool, d_points_ptr, d_scalars_ptr, host_view, d_id
         for b in buf.values():
             b.free(s)
     return PendingPoint(host_view, g, Wk, plan.P, c)
-
-
-def enqueue_ones(plan, stream, pool, d_points_ptr, d_bits_ptr, host_view):
-    """Enqueue Σ points[i] over the set bits i of a bitmap (bits at or past ``plan.npoints``
-    ignored; ``plan.n`` of them set below it, not checked) on ``stream`` as a one-bucket MSM
-    (``ones_plan``): the bits' counts per word, their prefix sum, the entries (point indices,
-    ascending) at bucket 0's offsets [0, n), then ``_reduce``.  Scratch from ``pool``, freed
-    stream-ordered; no host synchronization.  Returns a ``PendingPoint`` (``ReadyPoint``
-    infinity when n == 0)."""
-    g = plan.group
-    if plan.n == 0:
-        return ReadyPoint(np.zeros(AFFINE_WORDS[g], dtype=np.uint64))
-    rows = XYZZ_WORDS[g]
-    if not isinstance(host_view, np.ndarray) or host_view.dtype != np.uint64 \
-            or host_view.shape != (plan.host_rows, rows) or not host_view.flags.c_contiguous:
-        raise ValueError(f"host_view must be C-contiguous uint64 ({plan.host_rows}, {rows})")
-    d = _driver()
-    st = _state(plan.device)
-    s = stream
-    N = plan.npoints
-    words = -(-N // 64)
-    bits = d_bits_ptr if isinstance(d_bits_ptr, int) else d_bits_ptr.ptr
-    buf = {}
-    try:
-        for name, nbytes in plan.buffers:
-            buf[name] = pool.alloc(_align(nbytes), s)
-        ptr = {name: b.ptr for name, b in buf.items()}
-        grid = _grid(words, _THREADS, plan.sm_count, 16)
-        st.fn("cuzk_msm_ones_count").launch(
-            s, grid, _THREADS, [("P", ptr["counts"]), ("P", bits), ("Q", words), ("Q", N)])
-        _scan(st, s, _Scan(words), ptr["word_off"], ptr["word_tiles"], counts=ptr["counts"])
-        st.fn("cuzk_msm_ones_entries").launch(
-            s, grid, _THREADS, [("P", ptr["entries"]), ("P", ptr["word_off"]), ("P", bits), ("Q", words),
-                                ("Q", N)])
-        # bucket 0 holds entries [0, n), bucket 1 none: off_a = (0, n, n)
-        d.memset_d32(ptr["off_a"], 0, 2, s)
-        d.copy_dtod(ptr["off_a"] + 8, ptr["word_off"] + 8 * words, 8, s)
-        d.copy_dtod(ptr["off_a"] + 16, ptr["word_off"] + 8 * words, 8, s)
-        _reduce(st, s, plan, ptr, d_points_ptr, host_view, lambda name: None)
-    finally:
-        for b in buf.values():
-            b.free(s)
-    return PendingPoint(host_view, g, plan.Wk, plan.P, plan.c)
 
 
 def precompute_bases(plan, stream, d_points_ptr, d_table_ptr):

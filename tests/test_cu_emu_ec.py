@@ -31,7 +31,6 @@ def to_affine(xyzz, group):
 
 @pytest.fixture
 def gpu_batch(fake, monkeypatch):
-    fake.install(monkeypatch, None, "cuzk._cuda_msm")          # "compact" runs the MSM's levels
     return fake.install(monkeypatch, None, "cuzk._cuda_batch")
 
 
@@ -129,7 +128,7 @@ def bitmaps(n, rnd):
             "random": rand, "bits90": dense}
 
 
-@pytest.mark.parametrize("kind", ["xyzz", "affine", "balanced", "compact"])
+@pytest.mark.parametrize("kind", ["xyzz", "affine", "balanced"])
 @pytest.mark.parametrize("group,n", [("g1", 1), ("g1", 64), ("g1", 333), ("g1", 3000),
                                      ("g2", 1), ("g2", 130), ("g2", 700)])
 def test_batch_add_matches_cpu(gpu_batch, group, n, kind):
@@ -214,52 +213,6 @@ def test_batch_add_enqueue_many_blocks(gpu_batch, fake, monkeypatch, kind):
     assert np.array_equal(pend.value(), _msm.batch_add(pts, bits, "g1", 2))
     d_p.free()
     d_b.free()
-
-
-@pytest.mark.parametrize("group,segment", [("g1", 4), ("g1", 64), ("g2", 3)])
-def test_batch_add_compact_levels(gpu_batch, fake, monkeypatch, group, segment):
-    """"compact": the set bits as one bucket of an MSM (``_cuda_msm.ones_plan``, c = 2, one
-    window): entries in ascending index order (counts per word, their scan over several tiles,
-    the entries), level 0 in its balance ("batch" G1, "affine" G2, and "flat" forced), several
-    segment levels (small segments), bits past n in the last word and beyond ignored; the plan's
-    buffers are all the scratch it takes, given back afterwards."""
-    from test_cu_emu_early import pool_buffers
-    from cuzk import _cuda_msm
-    monkeypatch.setattr(_cuda_msm, "_SEGMENT", segment)
-    monkeypatch.setattr(_cuda_msm, "_SCAN_ITEMS", 2)          # several scan tiles over the words
-    n = 64 * 70 + 17 if group == "g1" else 64 * 9 + 5
-    pts = points(group, n, 11)
-    pts[10] = 0                                               # infinity
-    pts[12] = _field.point_neg(pts[11], group)                # P, −P: the lane empties
-    pts[14] = pts[13]                                         # P + P
-    rnd = random.Random(segment)
-    dev = fake.Device.get(0)
-    st = gpu_batch._state(None)
-    for name, bits in bitmaps(n, rnd).items():
-        want = _msm.batch_add(pts, bits, group, 2)
-        n_set = int(sum(bin(int(w)).count("1") for w in bits))
-        for balance in (None, "flat"):
-            mp = _cuda_msm.ones_plan(n_set, n, group, dev, balance=balance)
-            assert mp.nb == 2 and mp.W == mp.Wk == 1 and (mp.levels > 2 or n_set <= 64 * segment)
-            plan = gpu_batch.batch_add_plan(n, group, kind="compact", n_set=n_set)
-            plan.msm = mp
-            plan.blocks = plan.host_rows = mp.host_rows
-            padded = np.concatenate([bits, np.full(2, np.uint64(2**64 - 1))])
-            padded[len(bits) - 1] |= np.uint64(~((1 << (n % 64)) - 1) & (2**64 - 1))
-            d_p = fake.DeviceBuffer.alloc(dev, pts.nbytes)
-            d_b = fake.DeviceBuffer.alloc(dev, padded.nbytes)
-            fake.copy_htod(d_p, pts, pts.nbytes, None)
-            fake.copy_htod(d_b, padded, padded.nbytes, None)
-            host = np.empty((max(plan.host_rows, 1), XYZZ_WORDS[group]), np.uint64)[:plan.host_rows]
-            before = pool_buffers(fake)
-            pend = gpu_batch.enqueue_batch_add(plan, None, st.pool, d_p.ptr, d_b, host)
-            assert pool_buffers(fake) == before
-            assert np.array_equal(pend.value(), want), f"{group} {name} S={segment} {balance}"
-            d_p.free()
-            d_b.free()
-    assert gpu_batch.batch_add_plan(n, group, kind="compact").msm.n == n    # n_set unknown: every bit
-    with pytest.raises(ValueError, match="n_set"):
-        _cuda_msm.ones_plan(n + 1, n, group, dev)
 
 
 @pytest.mark.parametrize("threads", [4, 8])

@@ -61,7 +61,7 @@ streams_arg.__name__ = "1 or 2"      # parse_stage_options' message: "... is not
 
 # The batch-addition kernels (cuzk._cuda_batch.KINDS, written here so that the CPU-only import
 # path does not load the CUDA front end; tests/test_engine_threads.py checks the two agree).
-ONES_KINDS = ("auto", "xyzz", "affine", "balanced", "compact")
+ONES_KINDS = ("auto", "xyzz", "affine", "balanced")
 
 
 def choice_arg(option, choices):

@@ -155,7 +155,6 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_msm_tiles_counts), EMU_KERNEL(cuzk_msm_apply_counts),
     EMU_KERNEL(cuzk_msm_tiles_segments), EMU_KERNEL(cuzk_msm_apply_segments),
     EMU_KERNEL(cuzk_msm_scan_block),
-    EMU_KERNEL(cuzk_msm_ones_count), EMU_KERNEL(cuzk_msm_ones_entries),
     EMU_KERNEL(cuzk_msm_sum_points_g1), EMU_KERNEL(cuzk_msm_sum_points_flat_g1), EMU_KERNEL(cuzk_msm_sum_points_affine_g1),
     EMU_KERNEL(cuzk_msm_sum_points_batch_g1),
     EMU_KERNEL(cuzk_msm_sum_partials_g1),

@@ -20,36 +20,6 @@ extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts,
     msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont, b_lo, b_hi);
 }
 
-// The prover's "scalar is 1" sums as a one-bucket MSM (cuzk/_cuda_msm.py enqueue_ones): the set
-// bits of a bitmap (bit i of word i / 64, LSB first; bits at or past n ignored) become entries,
-// point indices in ascending order, that the level-0 kernels and the segment levels sum like one
-// bucket's.  ones_count: counts[w] = the set bits of word w; the counts' scan gives off;
-// ones_entries: entries[off[w] + r] = 64·w + the position of word w's r-th set bit.
-CUZK_DEVICE uint64_t ones_word(const uint64_t* bits, uint64_t w, uint64_t n)
-{
-    const uint64_t x = bits[w], lo = 64 * w;
-    if (lo + 64 <= n) return x;
-    return n > lo ? x & ((((uint64_t)1) << (n - lo)) - 1) : 0;   // n − lo in 1..63
-}
-extern "C" __global__ void cuzk_msm_ones_count(uint32_t* counts, const uint64_t* bits, uint64_t words, uint64_t n)
-{
-    for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < words; w += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t x = ones_word(bits, w, n);
-        counts[w] = (uint32_t)__popc((unsigned)x) + (uint32_t)__popc((unsigned)(x >> 32));
-    }
-}
-extern "C" __global__ void cuzk_msm_ones_entries(uint32_t* entries, const uint64_t* off, const uint64_t* bits,
-                                                 uint64_t words, uint64_t n)
-{
-    for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < words; w += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t x = ones_word(bits, w, n), at = off[w];
-        while (x) {
-            entries[at++] = (uint32_t)(64 * w) + (uint32_t)(__ffsll((long long)x) - 1);
-            x &= x - 1;
-        }
-    }
-}
-
 // Prefix sums over the buckets (msm::tile_totals / scan_block / tile_apply): of the counts
 // (off[b] = Σ_{b'<b} counts[b']) and of the segments (seg[b] = Σ_{b'<b} ceil((off[b'+1] −
 // off[b']) / S): segments of <= S items per bucket).  Dynamic shared memory: 8·blockDim.x bytes
