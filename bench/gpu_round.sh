@@ -41,7 +41,8 @@
 # Session 24: tests winvab (the H stage's last transform on the forward w table read mirrored: no inverse w table) /
 #   prover eng27 (ENG27_OPTS="--stage-options share_sort=0;share_sort=1;...": B_G2's tail takes B_G1's sort) / tests eng27
 # Session 25: eng27 (ENG27_OPTS="--stage-options side_scratch=0,precompute=4,h_window=20;side_scratch=1,...;precompute=auto":
-#   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions)
+#   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions) / onesab eng27 (the batch additions
+#   as one-bucket MSMs, prototype 6c267c6: slower, kind and step removed) / tests eng27 (--single 2)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
