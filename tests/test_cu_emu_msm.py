@@ -549,6 +549,24 @@ def test_enqueue_msm_device_interface(gpu_msm, fake, rng):
     d_sc.free(s)
 
 
+def _tail_inputs(M, fake, rng, n, N, kind, idx_seed, pts_seed):
+    """Device inputs of B-like tails: N G1 and G2 bases (seed ``pts_seed``), n Montgomery scalars
+    of distribution ``kind`` and n base indices; (device, MSM state, stream, indices, canonical
+    scalars, {"g1", "g2", "sc", "idx": device buffer})."""
+    dev = fake.Device.get(0)
+    rnd = random.Random(idx_seed)
+    idx = np.array([rnd.randrange(N) for _ in range(n)], dtype=np.uint32)
+    canonical = dist_scalars(rng, n, kind)
+    st = M._state(dev)
+    s = fake.Stream(dev)
+    up = {}
+    for name, arr in (("g1", points("g1", N, seed=pts_seed)), ("g2", points("g2", N, seed=pts_seed)),
+                      ("sc", fr_to_mont(canonical)), ("idx", idx)):
+        up[name] = st.pool.alloc(arr.nbytes, s)
+        fake.copy_htod(up[name], arr, arr.nbytes, s)
+    return dev, st, s, idx, canonical, up
+
+
 @needs_g2
 @pytest.mark.parametrize("kind", ["uniform", "real_tail"])
 def test_sort_share_g1_tail_to_g2(gpu_msm, fake, rng, kind):
@@ -559,18 +577,8 @@ def test_sort_share_g1_tail_to_g2(gpu_msm, fake, rng, kind):
     refused when it is already full, empty, or from another shape."""
     from test_cu_emu_early import pool_buffers
     M = gpu_msm
-    dev = fake.Device.get(0)
     n, N = 300, 64
-    rnd = random.Random(kind == "uniform")
-    idx = np.array([rnd.randrange(N) for _ in range(n)], dtype=np.uint32)
-    canonical = dist_scalars(rng, n, kind)
-    sc = fr_to_mont(canonical)
-    st = M._state(dev)
-    s = fake.Stream(dev)
-    up = {}
-    for name, arr in (("g1", points("g1", N, seed=5)), ("g2", points("g2", N, seed=5)), ("sc", sc), ("idx", idx)):
-        up[name] = st.pool.alloc(arr.nbytes, s)
-        fake.copy_htod(up[name], arr, arr.nbytes, s)
+    dev, st, s, idx, canonical, up = _tail_inputs(M, fake, rng, n, N, kind, kind == "uniform", 5)
     plans = {g: M.msm_plan(n, g, dev, npoints=N, c=5, indexed=True, segment=8) for g in ("g1", "g2")}
     assert M.SortShare.compatible(plans["g1"], plans["g2"]) and plans["g2"].levels > 1
     from cuzk._cuda_pending import XYZZ_WORDS
@@ -643,18 +651,8 @@ def test_arena_holds_tails_and_kept_sort(gpu_msm, fake, rng, frac):
     from test_cu_emu_early import pool_buffers
     from cuzk._stages._cuda import _Arena, _pool_peaks
     M = gpu_msm
-    dev = fake.Device.get(0)
     n, N = 300, 64
-    rnd = random.Random(7)
-    idx = np.array([rnd.randrange(N) for _ in range(n)], dtype=np.uint32)
-    canonical = dist_scalars(rng, n, "real_tail")
-    sc = fr_to_mont(canonical)
-    st = M._state(dev)
-    s = fake.Stream(dev)
-    up = {}
-    for name, arr in (("g1", points("g1", N, seed=6)), ("g2", points("g2", N, seed=6)), ("sc", sc), ("idx", idx)):
-        up[name] = st.pool.alloc(arr.nbytes, s)
-        fake.copy_htod(up[name], arr, arr.nbytes, s)
+    dev, st, s, idx, canonical, up = _tail_inputs(M, fake, rng, n, N, "real_tail", 7, 6)
     giver = M.msm_plan(n, "g1", dev, npoints=N, c=5, indexed=True, segment=8)
     between = M.msm_plan(n, "g1", dev, npoints=N, c=6, indexed=True, segment=8)
     taker = M.msm_plan(n, "g2", dev, npoints=N, c=5, indexed=True, segment=8)

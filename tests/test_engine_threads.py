@@ -225,9 +225,11 @@ def test_parse_stage_options():
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
-                                  "abc_scratch", "ones_kind", "row_check", "share_sort"}
+                                  "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch"}
     assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
     assert parse_stage_options("share_sort=0") == {"share_sort": False}
+    assert parse_stage_options("side_scratch=0,ones_kind=affine") == {"side_scratch": False,
+                                                                      "ones_kind": "affine"}
     assert parse_stage_options("streams=2") == {"streams": 2}
     assert parse_stage_options("early_h=0,early-h=yes") == {"early_h": True}
     assert parse_stage_options("early_h=off") == {"early_h": False}
