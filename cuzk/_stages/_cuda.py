@@ -646,9 +646,9 @@ class CudaStages(CpuStages):
         c's buffer that H's MSM leaves (all of it on one stream), once the H NTT is done (the
         side stream waits for it before its first tail MSM); the kept sort of ``share_sort``
         from its top.  A partition then reserves only what does not fit there (2^27 PoRep-like:
-        ~17.3 instead of 19.0 GiB), which leaves room for a fifth precomputed H copy beside two
-        partitions on the H200.  The same bytes; False: the tails' scratch from the pool (the
-        stage option ``side_scratch=0``).
+        17.0 instead of 19.0 GiB), which leaves room for a fifth precomputed H copy beside two
+        partitions on the H200 (region −6.6 ms, bench/RESULTS.md session 25).  The same bytes;
+        False: the tails' scratch from the pool (the stage option ``side_scratch=0``).
     """
 
     name = "cuda"
