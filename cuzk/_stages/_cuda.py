@@ -537,7 +537,6 @@ def _pool_peaks(plans, room, pair=None):
                 if not (i == ti and b in ("counts", "entries", "off_a"))]
         if i == gi:
             reqs.append(("kept_off", SortShare.offsets_bytes(p)))
-        held_before = kept_pool
         for b, size in reqs:
             if i == gi and b in ("entries", "kept_off"):         # alloc_keep
                 if top - size < at:
@@ -550,7 +549,7 @@ def _pool_peaks(plans, room, pair=None):
                 spilled += size
             else:
                 at += size
-        out.append(spilled + kept_pool if i == gi else spilled + held_before)
+        out.append(spilled + kept_pool)        # only the giver's own requests change kept_pool
         if i == ti:
             kept_at, kept_pool = [], 0
     return out
@@ -1020,10 +1019,9 @@ class CudaStages(CpuStages):
         ``abc_scratch`` or ``side_scratch``."""
         if not (self.abc_scratch and self.side_scratch):
             return 0
-        room = 3 * part.n * _FR
         if self._concurrent(part) and part.plans and part.plans[0][0] == "h":
-            room -= _abc_split(part.plans[0][2].buffers, room)[0]
-        return room
+            return _abc_left(part.plans[0][2], part.n)
+        return 3 * part.n * _FR
 
     def _sort_share(self, plans):
         """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
@@ -1356,8 +1354,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     def fits(k, cw):
         plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=k, c=cw if c is None else c)
         extra = plan.precompute_bytes - nh * _POINT_BYTES["g1"]     # copy 0 is the H query
-        abc = 3 * domain * _FR
-        room = abc - _abc_split(plan.buffers, abc)[0] if abc_scratch and side_scratch else 0
+        room = _abc_left(plan, domain) if abc_scratch and side_scratch else 0
         per_part = (4 * domain * _FR + _h_scratch_beyond_abc(plan, domain, abc_scratch)
                     + _tails_allowance(domain, room))
         return free is None or base_bytes + extra + 2 * per_part <= free
@@ -1399,6 +1396,12 @@ def tail_rows_bound(npoints, group, device):
     cs = range(_cuda_msm.window_bits(1), _cuda_msm.window_bits(max(int(npoints), 1)) + 1)
     return max(_cuda_msm.msm_plan(1, group, device, npoints=npoints, c=c, indexed=True).host_rows
                for c in cs)
+
+
+def _abc_left(plan, n):
+    """Bytes of a, b, c's buffer (3·n field elements) that the H MSM's ``plan`` leaves unused when
+    it takes its scratch there (``_abc_split``)."""
+    return 3 * n * _FR - _abc_split(plan.buffers, 3 * n * _FR)[0]
 
 
 def _h_scratch_beyond_abc(plan, n, abc_scratch):
