@@ -2,13 +2,17 @@
 
     python bench/bench_gpu_partition.py --log-n 20 24 [--backend cuda] [--repeat 3] [--check-cpu]
                                         [--json out.json] [--config "precompute=2,h_window=20" --config ""]
+                                        [--where host] [--budget-gib 32]
 
 For each size: porep_like(log_n) (≈90 % bit aux values), keygen (on the GPU when the backend is
 cuda), the key made resident (``Stages.load_key``: upload time and bytes), one verified warm-up
 proof, then ``--repeat`` proofs through prepare / run / synchronize / finish.  Reported (medians):
 host stages (validate, prep_msm, upload issue, epilogue, verify), device steps from CUDA events
 (``gpu:h_ntt``, ``gpu:h``, ``gpu:l:ones`` …, ``gpu:region``), the region's host wall time, and the
-wall time of the whole ``cuzk.prove``-equivalent.  ``--check-cpu`` also proves on the CPU backend
+wall time of the whole ``cuzk.prove``-equivalent.  ``--where host`` keeps the key in host memory
+(streamed per partition in chunks: ``StreamedKey``; ``stream_chunk=B`` in a config sets the chunk);
+``--budget-gib`` reserves from a device budget of that size instead of the card's (a smaller card's
+arithmetic on this one: what must fit, fits in that many bytes).  ``--check-cpu`` also proves on the CPU backend
 with the same (r, s) and asserts identical bytes (small sizes).  Prints a table last.
 """
 from __future__ import annotations
@@ -36,16 +40,30 @@ def _one(st, key, asg, ctx, r, s, verify):
     return proof, t
 
 
+_KEY_ITEMS = {"where": str, "budget_gib": float}     # --config items that are not stage options
+
+
 def _parse_config(text):
-    """``--config`` text -> stage options (cuzk._stages.parse_stage_options; '' -> defaults)."""
+    """``--config`` text -> stage options (cuzk._stages.parse_stage_options; '' -> defaults), with
+    ``where=`` and ``budget_gib=`` (``_KEY_ITEMS``) set apart under the key "_key"."""
     from cuzk._stages import parse_stage_options
+    items, key = [], {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        k, _, v = item.partition("=")
+        if k.strip() in _KEY_ITEMS:
+            key[k.strip()] = _KEY_ITEMS[k.strip()](v.strip())
+        else:
+            items.append(item)
     try:
-        return parse_stage_options(text)
+        out = parse_stage_options(",".join(items))
     except ValueError as e:
         raise SystemExit(f"--config: {e}") from None
+    if key:
+        out["_key"] = key
+    return out
 
 
-def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,)):
+def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto", budget_gib=None):
     """Rows for one size: the circuit and key made once, then each configuration (stage options)
     on a freshly loaded resident key."""
     import cuzk
@@ -61,13 +79,22 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,)):
     rows = []
     for options in configs:
         row = {"log_n": log_n, "backend": backend, "circuit_s": circuit_s, "keygen_s": keygen_s}
-        st = stages_for(backend, **(options or {}))
-        row["options"] = options or {}
-        ctx = st.context()
+        options = dict(options or {})
+        kw = options.pop("_key", {})
+        where_c, budget_c = kw.get("where", where), kw.get("budget_gib", budget_gib)
+        st = stages_for(backend, **options)
+        row["options"] = dict(options, **kw)
+        budget = None
+        if budget_c is not None:
+            from cuzk._budget import Budget
+            budget = Budget(int(budget_c * (1 << 30)), f"{budget_c} GiB budget")
+        ctx = st.context(budget=budget) if budget is not None else st.context()
         t0 = time.perf_counter()
-        key = st.load_key(pk)
+        key = st.load_key(pk, budget=budget, where=where_c) if backend != "cpu" else st.load_key(pk)
         row["load_key_s"] = time.perf_counter() - t0
         row["key_bytes"] = key.nbytes
+        row["where"] = getattr(key, "where", "host")
+
         row["device"] = st.device_label
         try:
             proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified
@@ -77,6 +104,8 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,)):
                 if not row["cpu_equal"]:
                     raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
             runs = [_one(st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
+            if budget is not None:
+                row["budget_peak_gib"] = budget.peak / (1 << 30)
         finally:
             key.release()
             ctx.close()
@@ -102,6 +131,10 @@ def main(argv=None):
     ap.add_argument("--precompute", type=int, default=None, help="CUDA: copies of the H bases")
     ap.add_argument("--h-window", type=int, default=None, help="CUDA: H MSM window width")
     ap.add_argument("--b-g2", default=None, choices=["gpu", "cpu"], help="CUDA: where B_G2 runs")
+    ap.add_argument("--where", default="auto", choices=["auto", "device", "host"],
+                    help="CUDA: where the key lives (host: streamed per partition in chunks)")
+    ap.add_argument("--budget-gib", type=float, default=None,
+                    help="CUDA: the device budget in GiB (default: the card's, less a margin)")
     ap.add_argument("--config", action="append", default=None, metavar="K=V[,K=V...]",
                     help="CUDA stage options of one configuration (precompute, h_window, b_g2; '' for the "
                          "defaults); repeat to compare several on one circuit and key (keygen once)")
@@ -113,7 +146,8 @@ def main(argv=None):
                                       ("b_g2", a.b_g2)) if v is not None}]
     rows = []
     for lg in a.log_n:
-        for row in run(lg, a.backend, a.repeat, a.check_cpu, configs=configs):
+        for row in run(lg, a.backend, a.repeat, a.check_cpu, configs=configs, where=a.where,
+                       budget_gib=a.budget_gib):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
     if a.json:

@@ -43,6 +43,7 @@
 # Session 25: eng27 (ENG27_OPTS="--stage-options side_scratch=0,precompute=4,h_window=20;side_scratch=1,...;precompute=auto":
 #   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions) / onesab eng27 (the batch additions
 #   as one-bucket MSMs, prototype 6c267c6: slower, kind and step removed) / tests eng27 (--single 2)
+# Session 26: streamtests stream27 (a streamed key in chunks: 2^27 inside a 30 GiB budget)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -301,6 +302,12 @@ for step in "${@:-all}"; do
                 --backend cuda --json "$OUT/eng24w1.json" 2>&1 | tail -6 ;;
     soak16) timeout 90 python3 bench/bench_engine_soak.py --backend cuda --log-n 16 --proofs 200 --workers-per-gpu 2 \
                 --lock-mode narrow --sample-every 20 --json "$OUT/soak16.json" 2>&1 | tail -30 ;;
+    streamtests) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "streamed" 2>&1 | tee "$OUT/gpu_stream_tests.log" | tail -4 ;;
+    stream27) # a 2^27 partition with its key streamed from host memory in chunks, inside a 30 GiB budget (a 32 GB card's
+              # arithmetic), against the key resident without copies (the same MSMs), one keygen
+              timeout ${STREAM27_TIMEOUT:-480} python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "precompute=1" \
+                --config "where=host,budget_gib=30" ${STREAM27_CONFIGS:---config where=host,budget_gib=30,stream_chunk=268435456} \
+                --json "$OUT/stream27.json" 2>&1 | tee "$OUT/stream27.log" | tail -45 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
     eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions ${ENG27_P:-10} --workers-per-gpu ${ENG27_W:-2} \
                 --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory ${ENG27_OPTS:-} --json "$OUT/eng27.json" \

@@ -523,6 +523,47 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("chunk_points", [64, 128])
+def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_points):
+    """A streamed key in chunks (``stream_chunk``): each of the two device slots holds one chunk of
+    a query, not the largest query; every reduction runs per chunk (H's MSM over the chunk's
+    scalars, a batch addition over its bits, a tail MSM over the tail entries whose indices fall
+    in it, indices made chunk-relative), H's chunks interleaved with the others'; the partial
+    sums give the CPU's bytes, the timings keep one key per stage, the budget returns to zero."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 6)
+    pk = keygen_random(r1cs, seed=6)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=2, b_g2="gpu", stream_chunk=chunk_points * 192)
+    budget = Budget(None, "big")
+    ctx = st.context(budget=budget)
+    key = st.load_key(pk, budget=budget, where="host")
+    assert key.chunk_points == chunk_points
+    assert key.slot_bytes == max(min(len(getattr(pk, q)), chunk_points) * (192 if q == "b_g2" else 96)
+                                 for q in ("h", "l", "a", "b_g1", "b_g2"))
+    part = st.prepare(key, asg, ctx, 9, 10)
+    names = [name for name, _, _ in part.plans]
+    heads = [name for name in names if name.startswith("h@")]
+    assert heads == [f"h@{j}" for j in range(len(key.chunks("h")))] and len(heads) >= 2
+    assert names[0] == "h@0" and names[-1] != heads[-1]          # interleaved, not H first
+    for q, pq in (("l", "l"), ("a", "a"), ("b_g1", "b"), ("b_g2", "b")):
+        tails = [p for name, kind, p in part.plans if name.startswith(q + ":tail@")]
+        assert sum(p.n for p in tails) == part.prep[pq + "_tail_scalars"].shape[0]
+        assert all(p.npoints <= chunk_points for p in tails)
+    assert len({name.split("@")[1] for name in names if name.startswith("l:")}) >= 2
+    st.run(part).synchronize()
+    assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
+    assert "gpu:h" in part.timings and not any("@" in k for k in part.timings)
+    key.release()
+    ctx.close()
+    assert budget.used == 0
+
+
 def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):
     """The CUDA backend never uploads c (H takes c = a∘b) and checks a∘b = c on the CPU once the
     region is enqueued: a changed row of c is reported by ``finish`` as

@@ -163,6 +163,28 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
     assert t["gpu:side"] > 0 and "gpu:side_wait" in t
 
 
+@pytest.mark.parametrize("chunk", [None, 1 << 20], ids=["1GiB", "1MiB"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
+    """A key kept in host memory and streamed through two slots of ``stream_chunk`` bytes (1 MiB:
+    5,440 points, so every query of a 2^16 key takes several chunks): the CPU backend's bytes,
+    twice on one context (the slots and the pool reused)."""
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    pk, asg = _circuit(16, 17)
+    st = CudaStages(stream_chunk=chunk)
+    ctx = st.context()
+    key = st.load_key(pk, where="host")
+    try:
+        assert isinstance(key, StreamedKey)
+        assert len(key.chunks("h")) == (1 if chunk is None else -(-len(pk.h) // key.chunk_points))
+        got = [st.prove_one(key, asg, ctx, 41 + i, 42 + i, verify=True)[0] for i in range(2)]
+    finally:
+        key.release()
+        ctx.close()
+    assert got == [prove(pk, asg, 41 + i, 42 + i, backend="cpu") for i in range(2)]
+
+
 @pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")

@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from .._assignment import popcount_words
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
@@ -60,6 +61,13 @@ _RING_SLOTS = 4          # pinned staging ring of a worker: slots x _STAGE_CHUNK
 _STAGE_CHUNK = 16 << 20
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
+# A streamed key's chunk: the device slot each of its two uploads fills (``StreamedKey``).  1 GiB
+# holds 5.6 M G2 points, the chunk of every query (a G1 chunk takes half of it); at 55 GB/s (the
+# H200 host's DMA, bench/RESULTS.md session 8) ~10-20 ms of upload per chunk.
+STREAM_CHUNK_BYTES = 1 << 30
+# Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
+# the bitmap (the batch addition reads whole words).
+_CHUNK_ALIGN = 64
 
 
 def _driver():
@@ -320,20 +328,31 @@ class ResidentKey:
 class StreamedKey:
     """A proving key that does not fit the device budget: its queries stay in host memory,
     page-locked in place (cuMemHostRegister: no second host copy), and every partition streams
-    them into two device slots on the worker's upload stream, double-buffered against the
-    kernels that read them.  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the
-    warm-up tables); ``slot_bytes`` the largest query, which each partition reserves twice.
+    them in chunks of ``chunk_points`` points into two device slots on the worker's upload
+    stream, double-buffered against the kernels that read them (each reduction of a partition
+    runs per chunk: the H MSM over the chunk's scalars, a batch addition over the chunk's bits,
+    a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the partial
+    sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the warm-up tables);
+    ``slot_bytes`` the largest chunk of any query, which each partition reserves twice.
+    ``chunk_bytes``: the target slot size (None: ``STREAM_CHUNK_BYTES``), divided by the largest
+    point (G2's 192 bytes when the key has B_G2 points) and rounded down to ``_CHUNK_ALIGN``
+    points.  So a 2^27 PoRep key (44 GiB) needs 2 × 1 GiB of slots on the device, not twice its
+    largest query (2 × 12.9 GB), and proves where its tables, a, b, c and H fit (~27 GiB).
     """
 
     where = "host"
 
-    def __init__(self, pk, device, budget):
+    def __init__(self, pk, device, budget, chunk_bytes=None):
         self.pk, self.device = pk, device
         self._regs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
         self.nbytes = _tables_bytes(pk.domain_size)
-        self.slot_bytes = max(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values())
+        chunk_bytes = STREAM_CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes)
+        widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
+        self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
+        self.slot_bytes = max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
+                              for q, (_, g) in QUERIES.items())
         self.h_plan_args = {"k": 1, "c": None}
         self.precompute_bytes = 0
         if budget is not None:
@@ -354,13 +373,18 @@ class StreamedKey:
             self.release()
             raise
 
+    def points(self, q):
+        """Points of query q."""
+        return int(getattr(self.pk, QUERIES[q][0]).shape[0])
+
+    def chunks(self, q):
+        """[(lo, hi)]: query q's chunks of points, in order."""
+        n, c = self.points(q), self.chunk_points
+        return [(lo, min(n, lo + c)) for lo in range(0, n, c)]
+
     def host_ptr(self, q):
         r = self._regs.get(q)
         return r.ptr if r is not None else 0
-
-    def query_bytes(self, q):
-        r = self._regs.get(q)
-        return r.nbytes if r is not None else 0
 
     def release(self):
         regs, self._regs = self._regs, {}
@@ -374,9 +398,10 @@ class StreamedKey:
 
 
 class _Bases:
-    """Where a partition's kernels read each query's bases: the resident key, or (a streamed key)
-    one of two device slots that the upload stream fills in query order, each refill waiting
-    for the kernels that read the slot's previous query."""
+    """Where a partition's kernels read the bases of each unit (``_unit_of``: a query of a
+    resident key, or a (query, chunk) of a streamed one): the resident key, or one of two device
+    slots that the upload stream fills in ``order``, each refill waiting for the kernels that
+    read the slot's previous unit."""
 
     def __init__(self, part, order):
         self.key, self.ctx, self.order = part.key, part.ctx, order
@@ -390,30 +415,44 @@ class _Bases:
 
     def _upload(self, i):
         d = _driver()
-        q, k = self.order[i], i % 2
+        (q, j), k = self.order[i], i % 2
         up = self.ctx.upload
         if self.free[k] is not None:
-            up.wait_event(self.free[k])            # kernels of the slot's previous query are done
-        nb = self.key.query_bytes(q)
-        if nb:
-            d.copy_htod(self.slots[k], self.key.host_ptr(q), nb, up)
-        self.ready[q] = self.ctx.event(up)
+            up.wait_event(self.free[k])            # kernels of the slot's previous unit are done
+        lo, hi = self.key.chunks(q)[j]
+        pb = _POINT_BYTES[QUERIES[q][1]]
+        if hi > lo:
+            d.copy_htod(self.slots[k], self.key.host_ptr(q) + lo * pb, (hi - lo) * pb, up)
+        self.ready[(q, j)] = self.ctx.event(up)
 
-    def ptr(self, q):
-        """The device address of query q's bases for kernels enqueued next on the compute stream."""
+    def ptr(self, unit):
+        """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
         if not self.streamed:
-            return self.key.ptr(q)
-        self.ctx.compute.wait_event(self.ready[q])
-        return self.slots[self.order.index(q) % 2].ptr
+            return self.key.ptr(unit)
+        self.ctx.compute.wait_event(self.ready[unit])
+        return self.slots[self.order.index(unit) % 2].ptr
 
-    def done(self, q):
-        """The kernels reading query q are enqueued: refill its slot with the query after next."""
+    def done(self, unit):
+        """The kernels reading ``unit`` are enqueued: refill its slot with the unit after next."""
         if not self.streamed:
             return
-        i = self.order.index(q)
+        i = self.order.index(unit)
         self.free[i % 2] = self.ctx.event(self.ctx.compute)
         if i + 2 < len(self.order):
             self._upload(i + 2)
+
+
+def _unit_of(name):
+    """The bases a reduction named ``name`` reads: its query ("l:tail" -> "l"), or for a streamed
+    key's chunk ("l:tail@3", "h@0") the pair (query, chunk)."""
+    base, at, j = name.partition("@")
+    q = base.partition(":")[0]
+    return (q, int(j)) if at else q
+
+
+def _query_of(name):
+    """The query of a reduction named ``name`` ("b_g1:ones@2" -> "b_g1")."""
+    return name.partition("@")[0].partition(":")[0]
 
 
 def _tables_bytes(domain):
@@ -648,14 +687,20 @@ class CudaStages(CpuStages):
         17.0 instead of 19.0 GiB), which leaves room for a fifth precomputed H copy beside two
         partitions on the H200 (region −6.6 ms, bench/RESULTS.md session 25).  The same bytes;
         False: the tails' scratch from the pool (the stage option ``side_scratch=0``).
+    stream_chunk : int or None
+        Bytes of each of the two device slots through which a key kept in host memory
+        (``StreamedKey``) is streamed, chunk by chunk (None: ``STREAM_CHUNK_BYTES``, 1 GiB).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
-                 row_check="beside", share_sort=True, side_scratch=True):
+                 row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None):
         super().__init__(threads)
+        self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
+        if self.stream_chunk is not None and self.stream_chunk <= 0:
+            raise ValueError(f"stream_chunk must be a positive number of bytes, got {stream_chunk!r}")
         self.share_sort = bool(share_sort)
         self.side_scratch = bool(side_scratch)
         self.ones_kind = ones_kind_arg(ones_kind)
@@ -710,7 +755,7 @@ class CudaStages(CpuStages):
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", pk.domain_size.bit_length() - 1, budget.name, e)
-        return StreamedKey(pk, self.device, budget)
+        return StreamedKey(pk, self.device, budget, self.stream_chunk)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -763,6 +808,47 @@ class CudaStages(CpuStages):
                                                balance=bal)))
         return out
 
+    def _streamed_plans(self, key, prep, n):
+        """The plans of a partition of a streamed key (``StreamedKey``), one per chunk of bases it
+        reads, named "h@j", "<query>:ones@j" and "<query>:tail@j" (j: the chunk), and their spans
+        {name: (first point, first scalar)}: where in the query and in the H or tail scalars each
+        starts.  Chunks of H alternate with the others' in proportion, so that the upload of an
+        L, A or B chunk (little work per byte) runs under an H chunk's MSM (much work per byte):
+        the upload stream and the kernels stay busy together."""
+        from .. import _cuda_batch, _cuda_msm
+        dev, nh = self.device, n - 1
+        spans, heads, rest = {}, [], []
+        for j, (lo, hi) in enumerate(key.chunks("h")):
+            m = min(hi, nh) - lo
+            if m > 0:
+                name = f"h@{j}"
+                spans[name] = (lo, lo)
+                heads.append([(name, "msm", _cuda_msm.msm_plan(m, "g1", dev, npoints=hi - lo))])
+        for name, q, group in self._groups():
+            ones, tail, idx = prep[q + "_ones"], prep[q + "_tail_scalars"], prep[q + "_tail_idx"]
+            kind = None if self.ones_kind == "auto" else self.ones_kind
+            for j, (lo, hi) in enumerate(key.chunks(name)):
+                unit = []
+                n_set = popcount_words(ones[lo // 64:], hi - lo) if prep[q + "_n_ones"] else 0
+                if n_set:
+                    unit.append((f"{name}:ones@{j}", "batch",
+                                 _cuda_batch.batch_add_plan(hi - lo, group, dev, kind, n_set)))
+                    spans[unit[-1][0]] = (lo, 0)
+                t_lo, t_hi = (int(x) for x in np.searchsorted(idx, (lo, hi)))
+                if t_hi > t_lo:
+                    bal = _cuda_msm.sampled_balance(group, tail[t_lo:t_hi], prep["tail_form"],
+                                                    indexed=True)
+                    unit.append((f"{name}:tail@{j}", "msm",
+                                 _cuda_msm.msm_plan(t_hi - t_lo, group, dev, npoints=hi - lo,
+                                                    indexed=True, balance=bal)))
+                    spans[unit[-1][0]] = (lo, t_lo)
+                if unit:
+                    rest.append(unit)
+        # a proportional merge of the two lists of units (ties: H's first)
+        order = sorted([(i * len(rest), 0, u) for i, u in enumerate(heads)]
+                       + [(i * len(heads), 1, u) for i, u in enumerate(rest)], key=lambda t: t[:2])
+        return [p for _, _, u in order for p in u], spans
+
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
         before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the
@@ -789,13 +875,19 @@ class CudaStages(CpuStages):
         pool keeps it).  Measured on the H200 (2^24, narrow, two workers, bench/RESULTS.md
         session 4): with staging sized too small here, each worker's first upload took
         0.85–0.92 s instead of 0.07 s — a pinned allocation inside the first partition."""
+        from .. import _cuda_msm
         n = key.pk.domain_size
         abc = 3 * n * _FR
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
         try:
-            h = self._h_plan(key, n)
-            nbytes = abc + n * _FR + h.scratch_bytes
+            if key.where == "host":     # a streamed key: its two slots, the largest H chunk's MSM
+                m = min(key.chunk_points, n - 1)
+                h = _cuda_msm.msm_plan(m, "g1", self.device, npoints=m)
+                nbytes = abc + n * _FR + 2 * _align(key.slot_bytes) + h.scratch_bytes
+            else:
+                h = self._h_plan(key, n)
+                nbytes = abc + n * _FR + h.scratch_bytes
             self.pool.alloc(nbytes, ctx.upload).free(ctx.upload)
             ctx.upload.synchronize()
         except Exception as e:      # a warm-up only: a partition that needs the memory will say
@@ -840,10 +932,14 @@ class CudaStages(CpuStages):
     def _stage_in(self, part):
         """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
         n = self._begin(part)
-        part.plans = self._plans(part.key, part.prep, n)
+        if part.key.where == "host":
+            part.plans, part.spans = self._streamed_plans(part.key, part.prep, n)
+        else:
+            part.plans = self._plans(part.key, part.prep, n)
         self._slab(part, sum(p.host_rows * XYZZ_WORDS[_group_of(name)]
                              for name, _, p in part.plans))
-        self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep), outputs=True)
+        chunk = part.key.chunk_points if part.key.where == "host" else None
+        self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep, chunk), outputs=True)
 
     def _stage_in_abc(self, part, wait=True):
         """The early path's first upload (before prep_msm): a, b (c's buffer allocated: H's
@@ -879,15 +975,19 @@ class CudaStages(CpuStages):
         return [("c", None, n * _FR), ("a", asg.a, n * _FR), ("b", asg.b, n * _FR)]
 
     @staticmethod
-    def _prep_uploads(prep):
-        """(device name, host array, device bytes) of prep_msm's output, in staging order."""
+    def _prep_uploads(prep, chunk=None):
+        """(device name, host array, device bytes) of prep_msm's output, in staging order.  With a
+        streamed key's ``chunk`` (points), the tail indices relative to their chunk (idx mod
+        chunk: a chunk's tail MSM reads its bases from the slot that holds that chunk)."""
         out = []
         for q in ("l", "a", "b"):
             out.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
             sc = prep[q + "_tail_scalars"]
             out.append((q + "_tail_scalars", sc, sc.nbytes))
-            idx = prep[q + "_tail_idx"]                  # uint32 from prep_msm: no copy
-            out.append((q + "_tail_idx", np.asarray(idx, dtype=np.uint32), idx.shape[0] * 4))
+            idx = np.asarray(prep[q + "_tail_idx"], dtype=np.uint32)   # uint32 from prep_msm: no copy
+            if chunk is not None:
+                idx = idx % np.uint32(chunk)
+            out.append((q + "_tail_idx", idx, idx.shape[0] * 4))
         return out
 
     @staticmethod
@@ -980,7 +1080,7 @@ class CudaStages(CpuStages):
     def _side_arena(self, part, start):
         """The ``_Arena`` of ``_side_room`` at the top of a, b, c's buffer for the reductions
         from ``start`` on (None for H's, or when there is no room)."""
-        if start == 0 or "abc" not in part.dev:
+        if start < _heads(part) or "abc" not in part.dev:
             return None
         room = self._side_room(part)
         if room <= 0:
@@ -1041,8 +1141,8 @@ class CudaStages(CpuStages):
     # kernels: run = _enqueue_head (row check, H NTT, H MSM) + _enqueue_rest (batch additions,
     # tail MSMs); the early path calls the two with prep_msm and its upload between them
     def run(self, part):
-        names = [name.split(":")[0] for name, _, _ in part.plans]
-        bases = _Bases(part, list(dict.fromkeys(names)))    # queries in first-use order
+        units = [_unit_of(name) for name, _, _ in part.plans]
+        bases = _Bases(part, list(dict.fromkeys(units)))    # in first-use order
         self._enqueue_head(part, bases)
         done = self._enqueue_rest(part, bases)
         self._check_rows(part)
@@ -1075,7 +1175,7 @@ class CudaStages(CpuStages):
         marks = part.gpu_marks
         part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
         marks.append(("h_ntt", part.h_ntt))
-        self._enqueue_reductions(part, bases, 0, 1, s, marks)
+        self._enqueue_reductions(part, bases, 0, _heads(part), s, marks)
 
     def _enqueue_rest(self, part, bases, wait=False):
         """The reductions after H's (``part.plans[1:]``), then the partition's device buffers
@@ -1093,14 +1193,14 @@ class CudaStages(CpuStages):
             side = ctx.side
             side.wait_event(part.uploaded)
             sm = part.side_marks = [("side_start", ctx.event(side, timing=True))]
-            self._enqueue_reductions(part, bases, 1, len(part.plans), side, sm)
+            self._enqueue_reductions(part, bases, _heads(part), len(part.plans), side, sm)
             s.wait_event(sm[-1][1])
             part.gpu_marks.append(("side_wait", ctx.event(s, timing=True)))
         else:
             if wait:
                 s.wait_event(part.uploaded)
                 part.gpu_marks.append(("prep_wait", ctx.event(s, timing=True)))
-            self._enqueue_reductions(part, bases, 1, len(part.plans), s, part.gpu_marks)
+            self._enqueue_reductions(part, bases, _heads(part), len(part.plans), s, part.gpu_marks)
         self._free_device(part)
         part.done = _Done(ctx.event(s))
         return part.done
@@ -1110,15 +1210,18 @@ class CudaStages(CpuStages):
         mark (appended to ``marks``) after each."""
         from .. import _cuda_batch, _cuda_msm
         ctx, dev = part.ctx, part.dev
-        names = [name.split(":")[0] for name, _, _ in part.plans]
+        units = [_unit_of(name) for name, _, _ in part.plans]
+        spans = getattr(part, "spans", None) or {}
         pair = self._sort_share(part.plans)
         gi, ti = pair if pair and start <= pair[0] and pair[1] < stop else (None, None)
         share = _cuda_msm.SortShare() if gi is not None else None
         arena, waited = self._side_arena(part, start), s is ctx.compute
         try:
             for i in range(start, stop):
-                (name, kind, plan), view, q = part.plans[i], part.result_views[i], names[i]
+                (name, kind, plan), view, unit = part.plans[i], part.result_views[i], units[i]
+                q = _query_of(name)
                 pq = "b" if q.startswith("b_") else q
+                lo, t_lo = spans.get(name, (0, 0))     # a streamed key's chunk: its offsets
                 tails = self.pool
                 if arena is not None and kind == "msm" and q != "h":
                     if not waited:          # the side stream: a, b, c's buffer once the H NTT is done
@@ -1128,20 +1231,20 @@ class CudaStages(CpuStages):
                     tails = arena
                 if kind == "batch":
                     part.parts[name] = _cuda_batch.enqueue_batch_add(
-                        plan, s, self.pool, bases.ptr(q), dev[pq + "_ones"].ptr, view)
+                        plan, s, self.pool, bases.ptr(unit), dev[pq + "_ones"].ptr + lo // 8, view)
                 elif q == "h":
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, self._h_scratch_pool(part), bases.ptr("h"), dev["h"].ptr, view,
-                        scalar_form="montgomery")
+                        plan, s, self._h_scratch_pool(part), bases.ptr(unit), dev["h"].ptr + lo * _FR,
+                        view, scalar_form="montgomery")
                 else:
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, tails, bases.ptr(q), dev[pq + "_tail_scalars"].ptr, view,
-                        d_idx_ptr=dev[pq + "_tail_idx"].ptr, scalar_form=part.prep["tail_form"],
-                        keep_sort=share if i == gi else None,
+                        plan, s, tails, bases.ptr(unit), dev[pq + "_tail_scalars"].ptr + t_lo * _FR,
+                        view, d_idx_ptr=dev[pq + "_tail_idx"].ptr + t_lo * 4,
+                        scalar_form=part.prep["tail_form"], keep_sort=share if i == gi else None,
                         sorted_from=share if i == ti else None)
                 marks.append((name, ctx.event(s, timing=True)))
-                if i + 1 == len(names) or names[i + 1] != q:
-                    bases.done(q)
+                if i + 1 == len(units) or units[i + 1] != unit:
+                    bases.done(unit)
         finally:
             if share is not None:
                 share.release(s)       # kept and not taken (a failure between the two): freed
@@ -1240,7 +1343,7 @@ class CudaStages(CpuStages):
                 raise UnsatisfiedAssignmentError(part.bad_row)
             pts = {}
             for name, p in part.parts.items():
-                q, _, _ = name.partition(":")
+                q = _query_of(name)
                 v = p.value()
                 group = _group_of(name)
                 pts[q] = _field.point_add(pts[q], v, group) if q in pts else v
@@ -1264,7 +1367,8 @@ class CudaStages(CpuStages):
         side = getattr(part, "side_marks", None) or []
         for m in (marks, side):
             for (_, a), (name, b) in zip(m, m[1:]):
-                part.timings["gpu:" + name] = d.Event.elapsed_ms(a, b) / 1e3
+                k = "gpu:" + name.partition("@")[0]        # a streamed key's chunks: their sum
+                part.timings[k] = part.timings.get(k, 0.0) + d.Event.elapsed_ms(a, b) / 1e3
         if side:     # the side stream's whole span, from the region's start
             part.timings["gpu:side"] = d.Event.elapsed_ms(marks[0][1], side[-1][1]) / 1e3
         part.timings["gpu:region"] = d.Event.elapsed_ms(marks[0][1], marks[-1][1]) / 1e3
@@ -1379,6 +1483,12 @@ def _tails_allowance(domain, room=0):
     of n scalars) and prep_msm's output the other ~1.47 (0.37·n·32); counted as 2/5·n·32 each,
     the tail's less ``room``."""
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
+
+
+def _heads(part):
+    """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0), or
+    none with a streamed key (its H chunks are interleaved with the others', ``_streamed_plans``)."""
+    return 0 if part.key.where == "host" else 1
 
 
 def _group_of(name):
