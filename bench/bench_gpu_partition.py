@@ -63,7 +63,19 @@ def _parse_config(text):
     return out
 
 
-def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto", budget_gib=None):
+def _profiled(fn, *args, top=30):
+    """fn(*args) under cProfile; prints the ``top`` functions by cumulative time."""
+    import cProfile
+    import pstats
+    pr = cProfile.Profile()
+    try:
+        return pr.runcall(fn, *args)
+    finally:
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(top)
+
+
+def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto", budget_gib=None,
+        profile=False):
     """Rows for one size: the circuit and key made once, then each configuration (stage options)
     on a freshly loaded resident key."""
     import cuzk
@@ -103,7 +115,8 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto"
                 row["cpu_equal"] = proof == cuzk.prove(pk, asg, 11, 22, backend="cpu")
                 if not row["cpu_equal"]:
                     raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
-            runs = [_one(st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
+            runs = [(_profiled if profile and i == 0 else lambda f, *a: f(*a))(
+                _one, st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
             if budget is not None:
                 row["budget_peak_gib"] = budget.peak / (1 << 30)
         finally:
@@ -135,6 +148,8 @@ def main(argv=None):
                     help="CUDA: where the key lives (host: streamed per partition in chunks)")
     ap.add_argument("--budget-gib", type=float, default=None,
                     help="CUDA: the device budget in GiB (default: the card's, less a margin)")
+    ap.add_argument("--profile", action="store_true",
+                    help="print a cProfile of the host side of each configuration's first timed proof")
     ap.add_argument("--config", action="append", default=None, metavar="K=V[,K=V...]",
                     help="CUDA stage options of one configuration (precompute, h_window, b_g2; '' for the "
                          "defaults); repeat to compare several on one circuit and key (keygen once)")
@@ -147,7 +162,7 @@ def main(argv=None):
     rows = []
     for lg in a.log_n:
         for row in run(lg, a.backend, a.repeat, a.check_cpu, configs=configs, where=a.where,
-                       budget_gib=a.budget_gib):
+                       budget_gib=a.budget_gib, profile=a.profile):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "median"}), flush=True)
     if a.json:
