@@ -36,7 +36,7 @@ def _one(st, key, asg, ctx, r, s, verify):
     t4 = time.perf_counter()
     t = dict(part.timings)
     t.update({"host:prepare": t1 - t0, "host:enqueue": t2 - t1, "host:region": t3 - t1,
-              "host:finish": t4 - t3, "wall": t4 - t0})
+              "host:finish": t4 - t3, "wall": t4 - t0, "uploaded_GB": part.bytes_uploaded / 1e9})
     return proof, t
 
 

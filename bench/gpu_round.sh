@@ -310,7 +310,7 @@ for step in "${@:-all}"; do
                 --json "$OUT/stream27.json" 2>&1 | tee "$OUT/stream27.log" | tail -45 ;;
     streamprof) # the host side of a streamed partition under cProfile (2^24, 64 MiB chunks: ~150 chunk reductions)
               timeout 300 python3 bench/bench_gpu_partition.py --log-n 24 --repeat 2 --profile --config "precompute=1" \
-                --config "where=host,stream_chunk=67108864" --json "$OUT/streamprof.json" > "$OUT/streamprof.log" 2>&1; tail -40 "$OUT/streamprof.log" ;;
+                --config "where=host,stream_chunk=67108864" --config "where=host" --json "$OUT/streamprof.json" > "$OUT/streamprof.log" 2>&1; tail -40 "$OUT/streamprof.log" ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
     eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions ${ENG27_P:-10} --workers-per-gpu ${ENG27_W:-2} \
                 --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory ${ENG27_OPTS:-} --json "$OUT/eng27.json" \

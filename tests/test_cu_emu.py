@@ -559,6 +559,9 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     st.run(part).synchronize()
     assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
     assert "gpu:h" in part.timings and not any("@" in k for k in part.timings)
+    assert part.timings["gpu:key_upload"] >= 0 and part.timings["gpu:key_wait"] >= 0
+    key_bytes = sum(int(getattr(pk, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
+    assert part.bytes_uploaded >= key_bytes          # every chunk once, beside a, b and prep's output
     key.release()
     ctx.close()
     assert budget.used == 0

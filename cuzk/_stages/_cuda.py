@@ -404,12 +404,15 @@ class _Bases:
     read the slot's previous unit."""
 
     def __init__(self, part, order):
-        self.key, self.ctx, self.order = part.key, part.ctx, order
+        self.part, self.key, self.ctx, self.order = part, part.key, part.ctx, order
         self.streamed = part.key.where == "host"
         if self.streamed:
             self.slots = [part.dev["slot0"], part.dev["slot1"]]
             self.ready = {}
             self.free = [None, None]
+            # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
+            # for one (``times``)
+            self.uploads, self.waits = [], []
             for i in range(min(2, len(order))):
                 self._upload(i)
 
@@ -421,15 +424,21 @@ class _Bases:
             up.wait_event(self.free[k])            # kernels of the slot's previous unit are done
         lo, hi = self.key.chunks(q)[j]
         pb = _POINT_BYTES[QUERIES[q][1]]
+        start = self.ctx.event(up, timing=True)
         if hi > lo:
             d.copy_htod(self.slots[k], self.key.host_ptr(q) + lo * pb, (hi - lo) * pb, up)
-        self.ready[(q, j)] = self.ctx.event(up)
+            self.part.bytes_uploaded += (hi - lo) * pb
+        self.ready[(q, j)] = self.ctx.event(up, timing=True)
+        self.uploads.append((start, self.ready[(q, j)]))
 
     def ptr(self, unit):
         """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
         if not self.streamed:
             return self.key.ptr(unit)
-        self.ctx.compute.wait_event(self.ready[unit])
+        c = self.ctx.compute
+        before = self.ctx.event(c, timing=True)
+        c.wait_event(self.ready[unit])
+        self.waits.append((before, self.ctx.event(c, timing=True)))
         return self.slots[self.order.index(unit) % 2].ptr
 
     def done(self, unit):
@@ -440,6 +449,16 @@ class _Bases:
         self.free[i % 2] = self.ctx.event(self.ctx.compute)
         if i + 2 < len(self.order):
             self._upload(i + 2)
+
+    def times(self):
+        """A streamed key's {"gpu:key_upload": seconds the upload stream copied its chunks (their
+        bytes count in ``part.bytes_uploaded``), "gpu:key_wait": seconds the compute stream waited
+        for them} (after the region; {} for a resident key)."""
+        if not self.streamed:
+            return {}
+        d = _driver()
+        span = lambda marks: sum(d.Event.elapsed_ms(a, b) for a, b in marks) / 1e3   # noqa: E731
+        return {"gpu:key_upload": span(self.uploads), "gpu:key_wait": span(self.waits)}
 
 
 def _unit_of(name):
@@ -827,14 +846,19 @@ class CudaStages(CpuStages):
         for name, q, group in self._groups():
             ones, tail, idx = prep[q + "_ones"], prep[q + "_tail_scalars"], prep[q + "_tail_idx"]
             kind = None if self.ones_kind == "auto" else self.ones_kind
-            for j, (lo, hi) in enumerate(key.chunks(name)):
+            chunks = key.chunks(name)
+            # the tail entries of each chunk (one search in idx's own dtype: a Python int would
+            # make numpy compare a converted copy of the whole array, once per chunk)
+            cut = np.searchsorted(idx, np.array([lo for lo, _ in chunks] + [key.points(name)],
+                                                dtype=idx.dtype))
+            for j, (lo, hi) in enumerate(chunks):
                 unit = []
                 n_set = popcount_words(ones[lo // 64:], hi - lo) if prep[q + "_n_ones"] else 0
                 if n_set:
                     unit.append((f"{name}:ones@{j}", "batch",
                                  _cuda_batch.batch_add_plan(hi - lo, group, dev, kind, n_set)))
                     spans[unit[-1][0]] = (lo, 0)
-                t_lo, t_hi = (int(x) for x in np.searchsorted(idx, (lo, hi)))
+                t_lo, t_hi = int(cut[j]), int(cut[j + 1])
                 if t_hi > t_lo:
                     bal = _cuda_msm.sampled_balance(group, tail[t_lo:t_hi], prep["tail_form"],
                                                     indexed=True)
@@ -1142,7 +1166,7 @@ class CudaStages(CpuStages):
     # tail MSMs); the early path calls the two with prep_msm and its upload between them
     def run(self, part):
         units = [_unit_of(name) for name, _, _ in part.plans]
-        bases = _Bases(part, list(dict.fromkeys(units)))    # in first-use order
+        bases = part.bases = _Bases(part, list(dict.fromkeys(units)))    # in first-use order
         self._enqueue_head(part, bases)
         done = self._enqueue_rest(part, bases)
         self._check_rows(part)
@@ -1372,6 +1396,9 @@ class CudaStages(CpuStages):
         if side:     # the side stream's whole span, from the region's start
             part.timings["gpu:side"] = d.Event.elapsed_ms(marks[0][1], side[-1][1]) / 1e3
         part.timings["gpu:region"] = d.Event.elapsed_ms(marks[0][1], marks[-1][1]) / 1e3
+        bases = getattr(part, "bases", None)
+        if bases is not None:
+            part.timings.update(bases.times())
 
     def abort(self, part):
         """Release everything ``part`` holds (idempotent).  After a failure its uploads and
