@@ -676,6 +676,26 @@ def test_abc_scratch_holds_the_2_27_h_msm():
     assert _abc_split([("x", 100), ("y", 300), ("z", 10)], 512) == (256, 768)   # y spills, z after it
 
 
+def test_stream_chunk_bytes_by_budget():
+    """A streamed key's slot size (``stream_chunk_bytes``): half of what the budget leaves beside its
+    tables and one partition (a, b, c, H's output, ``_tails_allowance``), so the partition and both
+    slots fit; within [STREAM_CHUNK_MIN, STREAM_CHUNK_MAX]; the largest with no budget."""
+    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_MIN, _tails_allowance,
+                                    stream_chunk_bytes)
+    gib, n = 1 << 30, 1 << 27
+    tables = 2 * n * 32                                  # the H stage's two twiddle tables: 8 GiB
+    part = 4 * n * 32 + _tails_allowance(n)
+    assert stream_chunk_bytes(n, None, tables) == STREAM_CHUNK_MAX
+    for free in (28 * gib, 30 * gib, 32 * gib, 40 * gib, 80 * gib):
+        c = stream_chunk_bytes(n, free, tables)
+        assert STREAM_CHUNK_MIN <= c <= STREAM_CHUNK_MAX
+        assert tables + part + 2 * c <= free or c == STREAM_CHUNK_MIN
+        assert c == STREAM_CHUNK_MAX or tables + part + 2 * (c + 1) > free     # no larger one fits
+    assert stream_chunk_bytes(n, 20 * gib, tables) == STREAM_CHUNK_MIN       # too small: the floor
+    # the 30 GiB budget of bench/RESULTS.md session 26 (a 32 GB card): 1.4 GiB slots
+    assert 1.3 * gib < stream_chunk_bytes(n, 30 * gib, tables) < 1.5 * gib
+
+
 def test_bench_single_paths(fake, monkeypatch, circuit):
     """``cuzk bench --single`` on the CUDA backend: cuzk.prove's one-call key on the early and the
     normal path, then cuzk.Prover's lasting key on the early path; every row verified, the same

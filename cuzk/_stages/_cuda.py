@@ -61,10 +61,11 @@ _RING_SLOTS = 4          # pinned staging ring of a worker: slots x _STAGE_CHUNK
 _STAGE_CHUNK = 16 << 20
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
-# A streamed key's chunk: the device slot each of its two uploads fills (``StreamedKey``).  1 GiB
-# holds 5.6 M G2 points, the chunk of every query (a G1 chunk takes half of it); at 55 GB/s (the
-# H200 host's DMA, bench/RESULTS.md session 8) ~10-20 ms of upload per chunk.
-STREAM_CHUNK_BYTES = 1 << 30
+# A streamed key's chunk: the device slot each of its two uploads fills (``StreamedKey``), sized by
+# ``stream_chunk_bytes`` from what the budget leaves beside one partition, between these bounds.
+# Larger chunks mean fewer, larger MSMs: the 2^27 region on the H200 with the key streamed at
+# 55 GB/s took 2.04 s with 1 GiB chunks and 1.80 s with 2 GiB (bench/RESULTS.md, session 26).
+STREAM_CHUNK_MIN, STREAM_CHUNK_MAX = 256 << 20, 4 << 30
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
 _CHUNK_ALIGN = 64
@@ -334,10 +335,11 @@ class StreamedKey:
     a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the partial
     sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the warm-up tables);
     ``slot_bytes`` the largest chunk of any query, which each partition reserves twice.
-    ``chunk_bytes``: the target slot size (None: ``STREAM_CHUNK_BYTES``), divided by the largest
-    point (G2's 192 bytes when the key has B_G2 points) and rounded down to ``_CHUNK_ALIGN``
-    points.  So a 2^27 PoRep key (44 GiB) needs 2 × 1 GiB of slots on the device, not twice its
-    largest query (2 × 12.9 GB), and proves where its tables, a, b, c and H fit (~27 GiB).
+    ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget), divided by the
+    largest point (G2's 192 bytes when the key has B_G2 points) and rounded down to
+    ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key (44 GiB) needs two slots of 0.25–4 GiB on the
+    device, not two of its largest query (2 × 12.9 GB), and proves where its tables, a, b, c and H
+    fit (a 30 GiB budget: peak 27.0 GiB with 1 GiB chunks, bench/RESULTS.md session 26).
     """
 
     where = "host"
@@ -348,7 +350,9 @@ class StreamedKey:
         self._res = None
         lg = pk.domain_size.bit_length() - 1
         self.nbytes = _tables_bytes(pk.domain_size)
-        chunk_bytes = STREAM_CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes)
+        if chunk_bytes is None:
+            chunk_bytes = stream_chunk_bytes(pk.domain_size, None if budget is None else budget.free,
+                                             self.nbytes)
         widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
         self.slot_bytes = max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
@@ -708,7 +712,8 @@ class CudaStages(CpuStages):
         False: the tails' scratch from the pool (the stage option ``side_scratch=0``).
     stream_chunk : int or None
         Bytes of each of the two device slots through which a key kept in host memory
-        (``StreamedKey``) is streamed, chunk by chunk (None: ``STREAM_CHUNK_BYTES``, 1 GiB).
+        (``StreamedKey``) is streamed, chunk by chunk (None: ``stream_chunk_bytes``: what the
+        budget leaves beside one partition, 0.25–4 GiB).
     """
 
     name = "cuda"
@@ -1498,6 +1503,17 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
         k //= 2
     # the table's window belongs to its k: without copies the cost model's is the measured best
     return k, (c if c is not None else (cw if k > 1 else None))
+
+
+def stream_chunk_bytes(domain, free, tables):
+    """The slot size of a streamed key (``StreamedKey``) at ``domain`` when the budget has ``free``
+    bytes (None: no limit) before its ``tables``: half of what one partition leaves (a, b, c, H's
+    output and ``_tails_allowance``), within [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  At the
+    lower bound the partition may still not fit: its reservation then says so (``BudgetError``)."""
+    if free is None:
+        return STREAM_CHUNK_MAX
+    left = free - tables - 4 * domain * _FR - _tails_allowance(domain)
+    return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, left // 2))
 
 
 def _tails_allowance(domain, room=0):
