@@ -43,7 +43,8 @@
 # Session 25: eng27 (ENG27_OPTS="--stage-options side_scratch=0,precompute=4,h_window=20;side_scratch=1,...;precompute=auto":
 #   the tails' scratch from a, b, c's buffer, and 5 H copies beside two partitions) / onesab eng27 (the batch additions
 #   as one-bucket MSMs, prototype 6c267c6: slower, kind and step removed) / tests eng27 (--single 2)
-# Session 26: streamtests stream27 (a streamed key in chunks: 2^27 inside a 30 GiB budget)
+# Session 26: streamtests stream27 (a streamed key in chunks: 2^27 inside a 30 GiB budget) / streamprof (its host side
+#   under cProfile) / streamprof stream27 / tests stream27 (chunks sized by the budget) / stream27 eng27s (slots 2 vs 3)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -311,6 +312,10 @@ for step in "${@:-all}"; do
     streamprof) # the host side of a streamed partition under cProfile (2^24, 64 MiB chunks: ~150 chunk reductions)
               timeout 300 python3 bench/bench_gpu_partition.py --log-n 24 --repeat 2 --profile --config "precompute=1" \
                 --config "where=host,stream_chunk=67108864" --config "where=host" --json "$OUT/streamprof.json" > "$OUT/streamprof.log" 2>&1; tail -40 "$OUT/streamprof.log" ;;
+    eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
+              timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \
+                --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \
+                --json "$OUT/eng27s.json" 2>&1 | tee "$OUT/eng27s.log" | tail -12 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
     eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions ${ENG27_P:-10} --workers-per-gpu ${ENG27_W:-2} \
                 --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory ${ENG27_OPTS:-} --json "$OUT/eng27.json" \

@@ -475,6 +475,9 @@ def _parser():
                         "window), b_g2=gpu|cpu, streams=1|2 (default 2: batch additions and "
                         "tails beside H on a second stream); several sets separated by ';' are "
                         "benched in turn on the same inputs")
+    e.add_argument("--vram-budget", type=float, default=None, metavar="GIB",
+                   help="the engine's device budget in GiB (default: the card's, less a margin); a "
+                        "key that does not fit is streamed from host memory per partition")
     e.add_argument("--single", type=int, default=None, metavar="N",
                    help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
                         "worker, no engine), CUDA: its one-call key with and without the early H "

@@ -523,10 +523,10 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     assert budget.used == 0
 
 
-@pytest.mark.parametrize("chunk_points", [64, 128])
-def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_points):
-    """A streamed key in chunks (``stream_chunk``): each of the two device slots holds one chunk of
-    a query, not the largest query; every reduction runs per chunk (H's MSM over the chunk's
+@pytest.mark.parametrize("chunk_points,slots", [(64, 2), (128, 2), (64, 3)])
+def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_points, slots):
+    """A streamed key in chunks (``stream_chunk``, ``stream_slots``): each device slot holds one
+    chunk of a query, not the largest query; every reduction runs per chunk (H's MSM over the chunk's
     scalars, a batch addition over its bits, a tail MSM over the tail entries whose indices fall
     in it, indices made chunk-relative), H's chunks interleaved with the others'; the partial
     sums give the CPU's bytes, the timings keep one key per stage, the budget returns to zero."""
@@ -539,11 +539,11 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     r1cs, inputs, aux = porep_like(8, 6)
     pk = keygen_random(r1cs, seed=6)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=2, b_g2="gpu", stream_chunk=chunk_points * 192)
+    st = CudaStages(threads=2, b_g2="gpu", stream_chunk=chunk_points * 192, stream_slots=slots)
     budget = Budget(None, "big")
     ctx = st.context(budget=budget)
     key = st.load_key(pk, budget=budget, where="host")
-    assert key.chunk_points == chunk_points
+    assert key.chunk_points == chunk_points and key.slots == slots
     assert key.slot_bytes == max(min(len(getattr(pk, q)), chunk_points) * (192 if q == "b_g2" else 96)
                                  for q in ("h", "l", "a", "b_g1", "b_g2"))
     part = st.prepare(key, asg, ctx, 9, 10)
@@ -556,6 +556,7 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
         assert sum(p.n for p in tails) == part.prep[pq + "_tail_scalars"].shape[0]
         assert all(p.npoints <= chunk_points for p in tails)
     assert len({name.split("@")[1] for name in names if name.startswith("l:")}) >= 2
+    assert sorted(k for k in part.dev if k.startswith("slot")) == [f"slot{k}" for k in range(slots)]
     st.run(part).synchronize()
     assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
     assert "gpu:h" in part.timings and not any("@" in k for k in part.timings)

@@ -694,6 +694,8 @@ def test_stream_chunk_bytes_by_budget():
     assert stream_chunk_bytes(n, 20 * gib, tables) == STREAM_CHUNK_MIN       # too small: the floor
     # the 30 GiB budget of bench/RESULTS.md session 26 (a 32 GB card): 1.4 GiB slots
     assert 1.3 * gib < stream_chunk_bytes(n, 30 * gib, tables) < 1.5 * gib
+    # three slots share what two did
+    assert abs(stream_chunk_bytes(n, 30 * gib, tables, 3) - stream_chunk_bytes(n, 30 * gib, tables) * 2 / 3) <= 1
 
 
 def test_bench_single_paths(fake, monkeypatch, circuit):

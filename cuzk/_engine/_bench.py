@@ -24,7 +24,7 @@ __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
-                  "priority_mix", "trace", "thread_share", "stage_options", "single")
+                  "priority_mix", "trace", "thread_share", "stage_options", "single", "vram_budget")
 
 # (priority, partitions) of the jobs of --priority-mix, cycled: sector proofs (10), a
 # WinningPoSt-like critical partition, WindowPoSt-like high and low jobs
@@ -103,12 +103,13 @@ def job_plan(partitions, priority_mix=False):
 
 
 def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, trace, tag,
-         share=DEFAULT_THREAD_SHARE, stage_options=None):
+         share=DEFAULT_THREAD_SHARE, stage_options=None, vram_budget=None):
     from .._verifier import verify
     from ._engine import Engine
     t_start = time.perf_counter()
     with Engine(backend, devices=devices, workers_per_gpu=workers, lock_mode=mode,
-                threads=threads, verify=True, thread_share=share, stage_options=stage_options) as eng:
+                threads=threads, verify=True, thread_share=share, stage_options=stage_options,
+                vram_budget=vram_budget) as eng:
         key = eng.load(pk, progress=False)
         eng.submit(key, [asg], randomizers=[rs[0]]).result()       # warm-up, untimed
         eng.timeline.clear()
@@ -181,9 +182,11 @@ def _randomizers(log_n, seed, count):
 
 def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="auto",
                  threads=None, priority_mix=False, trace=None, cache=None, seed=0, quiet=False,
-                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None, tag_extra=""):
+                 shares=(DEFAULT_THREAD_SHARE,), stage_options=None, circuit=None, tag_extra="",
+                 vram_budget=None):
     """Run every (thread share, workers, mode) configuration on the same P partitions of one
-    size (``tag_extra`` ends every configuration's tag and trace file name).
+    size (``tag_extra`` ends every configuration's tag and trace file name; ``vram_budget``: the
+    engine's, bytes per device).
 
     Returns
     -------
@@ -209,8 +212,9 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                 if not quiet:
                     print(f"  {tag}: {partitions} partitions ...", file=sys.stderr)
                 row = _one(pk, asg, public, rs, jobs, backend, devices, w, mode, threads, trace,
-                           tag, share, stage_options)
+                           tag, share, stage_options, vram_budget)
                 row["stage_options"] = dict(stage_options or {})
+                row["vram_budget"] = vram_budget
                 row["log_n"] = log_n
                 row["constraints"] = int(asg.a.shape[0])
                 rows.append(row)
@@ -399,6 +403,10 @@ def run_engine_bench(args):
     cache = getattr(args, "cache_dir", None)
     option_sets = parse_stage_option_sets(getattr(args, "stage_options", None))
     single = getattr(args, "single", None) or 0
+    gib = getattr(args, "vram_budget", None)
+    if gib is not None and gib <= 0:
+        raise ValueError(f"--vram-budget must be > 0 GiB, got {gib}")
+    vram_budget = None if gib is None else int(gib * (1 << 30))
     if single < 0:
         raise ValueError(f"--single must be >= 0, got {single}")
     if not modes and not single:
@@ -413,7 +421,8 @@ def run_engine_bench(args):
                                      devices=devices, threads=args.threads,
                                      priority_mix=bool(getattr(args, "priority_mix", False)),
                                      trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                                     stage_options=opts, circuit=circuit, tag_extra=extra)
+                                     stage_options=opts, circuit=circuit, tag_extra=extra,
+                                     vram_budget=vram_budget)
             if single:
                 singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
                                         cache=cache, stage_options=opts, circuit=circuit,

@@ -66,6 +66,9 @@ _BUDGET_MARGIN = 2 << 30
 # Larger chunks mean fewer, larger MSMs: the 2^27 region on the H200 with the key streamed at
 # 55 GB/s took 2.04 s with 1 GiB chunks and 1.80 s with 2 GiB (bench/RESULTS.md, session 26).
 STREAM_CHUNK_MIN, STREAM_CHUNK_MAX = 256 << 20, 4 << 30
+# Slots of a streamed key: the upload of a chunk may run this many chunks minus one ahead of the
+# kernels (an H chunk has much work per byte, an L or A chunk little).
+STREAM_SLOTS = 2
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
 _CHUNK_ALIGN = 64
@@ -329,30 +332,34 @@ class ResidentKey:
 class StreamedKey:
     """A proving key that does not fit the device budget: its queries stay in host memory,
     page-locked in place (cuMemHostRegister: no second host copy), and every partition streams
-    them in chunks of ``chunk_points`` points into two device slots on the worker's upload
+    them in chunks of ``chunk_points`` points into ``slots`` device slots on the worker's upload
     stream, double-buffered against the kernels that read them (each reduction of a partition
     runs per chunk: the H MSM over the chunk's scalars, a batch addition over the chunk's bits,
     a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the partial
     sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the warm-up tables);
-    ``slot_bytes`` the largest chunk of any query, which each partition reserves twice.
+    ``slot_bytes`` the largest chunk of any query, which each partition reserves ``slots`` times
+    (``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels).
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget), divided by the
     largest point (G2's 192 bytes when the key has B_G2 points) and rounded down to
-    ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key (44 GiB) needs two slots of 0.25–4 GiB on the
+    ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key (44 GiB) needs a few slots of 0.25–4 GiB on the
     device, not two of its largest query (2 × 12.9 GB), and proves where its tables, a, b, c and H
     fit (a 30 GiB budget: peak 27.0 GiB with 1 GiB chunks, bench/RESULTS.md session 26).
     """
 
     where = "host"
 
-    def __init__(self, pk, device, budget, chunk_bytes=None):
+    def __init__(self, pk, device, budget, chunk_bytes=None, slots=None):
         self.pk, self.device = pk, device
+        self.slots = STREAM_SLOTS if slots is None else int(slots)
+        if self.slots < 2:
+            raise ValueError(f"a streamed key needs at least 2 slots, got {slots!r}")
         self._regs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
         self.nbytes = _tables_bytes(pk.domain_size)
         if chunk_bytes is None:
             chunk_bytes = stream_chunk_bytes(pk.domain_size, None if budget is None else budget.free,
-                                             self.nbytes)
+                                             self.nbytes, self.slots)
         widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
         self.slot_bytes = max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
@@ -411,18 +418,18 @@ class _Bases:
         self.part, self.key, self.ctx, self.order = part, part.key, part.ctx, order
         self.streamed = part.key.where == "host"
         if self.streamed:
-            self.slots = [part.dev["slot0"], part.dev["slot1"]]
+            self.slots = [part.dev[f"slot{k}"] for k in range(part.key.slots)]
             self.ready = {}
-            self.free = [None, None]
+            self.free = [None] * len(self.slots)
             # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
             # for one (``times``)
             self.uploads, self.waits = [], []
-            for i in range(min(2, len(order))):
+            for i in range(min(len(self.slots), len(order))):
                 self._upload(i)
 
     def _upload(self, i):
         d = _driver()
-        (q, j), k = self.order[i], i % 2
+        (q, j), k = self.order[i], i % len(self.slots)
         up = self.ctx.upload
         if self.free[k] is not None:
             up.wait_event(self.free[k])            # kernels of the slot's previous unit are done
@@ -443,16 +450,17 @@ class _Bases:
         before = self.ctx.event(c, timing=True)
         c.wait_event(self.ready[unit])
         self.waits.append((before, self.ctx.event(c, timing=True)))
-        return self.slots[self.order.index(unit) % 2].ptr
+        return self.slots[self.order.index(unit) % len(self.slots)].ptr
 
     def done(self, unit):
-        """The kernels reading ``unit`` are enqueued: refill its slot with the unit after next."""
+        """The kernels reading ``unit`` are enqueued: refill its slot with the unit as many places
+        on as there are slots."""
         if not self.streamed:
             return
-        i = self.order.index(unit)
-        self.free[i % 2] = self.ctx.event(self.ctx.compute)
-        if i + 2 < len(self.order):
-            self._upload(i + 2)
+        i, m = self.order.index(unit), len(self.slots)
+        self.free[i % m] = self.ctx.event(self.ctx.compute)
+        if i + m < len(self.order):
+            self._upload(i + m)
 
     def times(self):
         """A streamed key's {"gpu:key_upload": seconds the upload stream copied its chunks (their
@@ -714,14 +722,18 @@ class CudaStages(CpuStages):
         Bytes of each of the two device slots through which a key kept in host memory
         (``StreamedKey``) is streamed, chunk by chunk (None: ``stream_chunk_bytes``: what the
         budget leaves beside one partition, 0.25–4 GiB).
+    stream_slots : int or None
+        How many such slots (None: ``STREAM_SLOTS``).
     """
 
     name = "cuda"
 
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
-                 row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None):
+                 row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
+                 stream_slots=None):
         super().__init__(threads)
+        self.stream_slots = stream_slots
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
             raise ValueError(f"stream_chunk must be a positive number of bytes, got {stream_chunk!r}")
@@ -779,7 +791,7 @@ class CudaStages(CpuStages):
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", pk.domain_size.bit_length() - 1, budget.name, e)
-        return StreamedKey(pk, self.device, budget, self.stream_chunk)
+        return StreamedKey(pk, self.device, budget, self.stream_chunk, self.stream_slots)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -910,10 +922,10 @@ class CudaStages(CpuStages):
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
         try:
-            if key.where == "host":     # a streamed key: its two slots, the largest H chunk's MSM
+            if key.where == "host":     # a streamed key: its slots, the largest H chunk's MSM
                 m = min(key.chunk_points, n - 1)
                 h = _cuda_msm.msm_plan(m, "g1", self.device, npoints=m)
-                nbytes = abc + n * _FR + 2 * _align(key.slot_bytes) + h.scratch_bytes
+                nbytes = abc + n * _FR + key.slots * _align(key.slot_bytes) + h.scratch_bytes
             else:
                 h = self._h_plan(key, n)
                 nbytes = abc + n * _FR + h.scratch_bytes
@@ -1044,7 +1056,7 @@ class CudaStages(CpuStages):
 
     def _stage(self, part, uploads, outputs, block=True, after=None):
         """Reserve, then allocate and enqueue: the device bytes of ``uploads`` (an upload with no
-        array is only allocated), with ``outputs`` also H's output and a streamed key's two slots,
+        array is only allocated), with ``outputs`` also H's output and a streamed key's slots,
         and the scratch the plans so far need beyond the scratch reserved already; result views
         for the new plans; the uploads through the worker's pinned ring on its upload stream;
         ``part.uploaded`` an event after them.  ``block``: whether the reservation may wait for the
@@ -1055,7 +1067,7 @@ class CudaStages(CpuStages):
         if outputs:
             dev_bytes += n * _FR                            # H's output
             if key.where == "host":
-                dev_bytes += 2 * _align(key.slot_bytes)
+                dev_bytes += key.slots * _align(key.slot_bytes)
         scratch = self._scratch_peak(part)
         dev_bytes += max(0, scratch - part.scratch_reserved)
         tm = part.timings       # stage:reserve / stage:alloc / stage:put: where an upload's time goes
@@ -1083,8 +1095,8 @@ class CudaStages(CpuStages):
         if outputs:
             part.dev["h"] = self.pool.alloc(n * _FR, up)
             if key.where == "host":
-                for k in ("slot0", "slot1"):
-                    part.dev[k] = self.pool.alloc(max(key.slot_bytes, 4), up)
+                for k in range(key.slots):
+                    part.dev[f"slot{k}"] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.uploaded = ctx.event(up)
 
     def _abc_regions(self, part, uploads, stream):
@@ -1119,7 +1131,7 @@ class CudaStages(CpuStages):
 
     def _concurrent(self, part):
         """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
-        a streamed key's two slots are filled in query order for one stream)."""
+        a streamed key's slots are filled in the plans' order for one stream)."""
         return self.streams == 2 and part.key.where == "device"
 
     def _scratch_peak(self, part):
@@ -1505,15 +1517,16 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables):
-    """The slot size of a streamed key (``StreamedKey``) at ``domain`` when the budget has ``free``
-    bytes (None: no limit) before its ``tables``: half of what one partition leaves (a, b, c, H's
-    output and ``_tails_allowance``), within [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  At the
-    lower bound the partition may still not fit: its reservation then says so (``BudgetError``)."""
+def stream_chunk_bytes(domain, free, tables, slots=2):
+    """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
+    budget has ``free`` bytes (None: no limit) before its ``tables``: what one partition leaves (a,
+    b, c, H's output and ``_tails_allowance``) shared by the slots, within [``STREAM_CHUNK_MIN``,
+    ``STREAM_CHUNK_MAX``].  At the lower bound the partition may still not fit: its reservation
+    then says so (``BudgetError``)."""
     if free is None:
         return STREAM_CHUNK_MAX
     left = free - tables - 4 * domain * _FR - _tails_allowance(domain)
-    return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, left // 2))
+    return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, left // slots))
 
 
 def _tails_allowance(domain, room=0):
