@@ -759,6 +759,44 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
+def test_engine_on_a_streamed_key(fake, monkeypatch):
+    """cuzk.Engine with a key kept in host memory (as when the budget cannot hold it), streamed in
+    chunks through each partition's slots: two workers under two-lock prove every partition with
+    the CPU backend's bytes, on the normal plan (a streamed key has no early one), and the
+    budget holds only the key's tables once the job is done."""
+    import cuzk
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(7, 9)
+    pk = keygen_random(r1cs, seed=9)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    keys = []
+
+    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
+        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
+        return keys[-1]
+    monkeypatch.setattr(st, "load_key", load_host)
+    rs = [(30 + i, 40 + i) for i in range(3)]
+    with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",
+                     stages=lambda i: st, threads=1) as eng:
+        key = eng.load(pk, progress=False)
+        out = eng.submit(key, [asg] * 3, randomizers=rs).result(600)
+        for _ in range(200):                      # the future resolves before the last release
+            if eng.status()["in_flight"] == 0:
+                break
+            time.sleep(0.01)
+        used = eng.status()["devices"][0]["budget"]["used"]
+        stages = [r.name for r in eng.timeline.records() if r.kind == "stage"]
+    assert isinstance(keys[0], StreamedKey) and len(keys[0].chunks("h")) >= 2
+    assert used == keys[0].nbytes                  # the tables only
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    assert "early_head" not in stages and stages.count("run") == 3
+
+
 @pytest.mark.parametrize("verify", [True, False])
 def test_engine_row_check_on_failure(fake, monkeypatch, verify):
     """The engine tells the stages whether it verifies (``Partition.verify``): with

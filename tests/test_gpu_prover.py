@@ -167,7 +167,7 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
 def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
-    """A key kept in host memory and streamed through two slots of ``stream_chunk`` bytes (1 MiB:
+    """A key kept in host memory and streamed through slots of ``stream_chunk`` bytes (1 MiB:
     5,440 points, so every query of a 2^16 key takes several chunks): the CPU backend's bytes,
     twice on one context (the slots and the pool reused)."""
     from cuzk._stages._cuda import CudaStages, StreamedKey

@@ -64,11 +64,14 @@ _BUDGET_MARGIN = 2 << 30
 # A streamed key's chunk: the device slot each of its two uploads fills (``StreamedKey``), sized by
 # ``stream_chunk_bytes`` from what the budget leaves beside one partition, between these bounds.
 # Larger chunks mean fewer, larger MSMs: the 2^27 region on the H200 with the key streamed at
-# 55 GB/s took 2.04 s with 1 GiB chunks and 1.80 s with 2 GiB (bench/RESULTS.md, session 26).
+# 55 GB/s took 2.04 s with 2 slots of 1 GiB and 1.80 s with 2 of 2 GiB (bench/RESULTS.md, session 26).
 STREAM_CHUNK_MIN, STREAM_CHUNK_MAX = 256 << 20, 4 << 30
 # Slots of a streamed key: the upload of a chunk may run this many chunks minus one ahead of the
-# kernels (an H chunk has much work per byte, an L or A chunk little).
-STREAM_SLOTS = 2
+# kernels (an H chunk has much work per byte, an L or A chunk little).  H200, 2^27 (bench/RESULTS.md
+# session 26): in a 40 GiB budget 3 slots of 4 GiB took a 1.548 s region against 2 slots' 1.808
+# (the kernels' wait for the uploads 0.10 against 0.36 s), in 30 GiB 3 of 0.93 GiB 1.935 against 2
+# of 1.4 GiB 2.030.
+STREAM_SLOTS = 3
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
 _CHUNK_ALIGN = 64
@@ -1517,7 +1520,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables, slots=2):
+def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS):
     """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
     budget has ``free`` bytes (None: no limit) before its ``tables``: what one partition leaves (a,
     b, c, H's output and ``_tails_allowance``) shared by the slots, within [``STREAM_CHUNK_MIN``,
