@@ -716,6 +716,29 @@ def test_fake_driver_rejects_bad_launches(fake):
         fn.launch(None, 1, 1, ok)
 
 
+def _settled_budget(eng):
+    """Device 0's budget bytes in use once no partition is in flight (a job's future resolves
+    before its last partition releases)."""
+    for _ in range(200):
+        if eng.status()["in_flight"] == 0:
+            break
+        time.sleep(0.01)
+    return eng.status()["devices"][0]["budget"]["used"]
+
+
+def _keys_in_host(st, monkeypatch):
+    """Make ``st.load_key`` keep every key in host memory (``StreamedKey``, as when the budget
+    cannot hold it); returns the list the loaded keys are appended to."""
+    from cuzk._stages._cuda import CudaStages
+    keys = []
+
+    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
+        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
+        return keys[-1]
+    monkeypatch.setattr(st, "load_key", load_host)
+    return keys
+
+
 @pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
 def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     """cuzk.Engine driving CudaStages (resident key, warmed staging, device row check) on the
@@ -737,11 +760,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
         key = eng.load(pk, progress=False)
         assert all(ctx.staging.allocated > 0 for ctx in eng.devices[0].contexts)
         out = eng.submit(key, [asg] * 4, randomizers=rs).result(600)
-        for _ in range(200):                      # the future resolves before the last release
-            if eng.status()["in_flight"] == 0:
-                break
-            time.sleep(0.01)
-        used = eng.status()["devices"][0]["budget"]["used"]
+        used = _settled_budget(eng)
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
         assert eng.status()["keys"][0]["h_msm"] == [{"k": 1, "c": None}]   # "auto": no copies this small
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
@@ -774,22 +793,13 @@ def test_engine_on_a_streamed_key(fake, monkeypatch):
     pk = keygen_random(r1cs, seed=9)
     asg = r1cs.assignment(inputs, aux)
     st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
-    keys = []
-
-    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
-        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
-        return keys[-1]
-    monkeypatch.setattr(st, "load_key", load_host)
+    keys = _keys_in_host(st, monkeypatch)
     rs = [(30 + i, 40 + i) for i in range(3)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",
                      stages=lambda i: st, threads=1) as eng:
         key = eng.load(pk, progress=False)
         out = eng.submit(key, [asg] * 3, randomizers=rs).result(600)
-        for _ in range(200):                      # the future resolves before the last release
-            if eng.status()["in_flight"] == 0:
-                break
-            time.sleep(0.01)
-        used = eng.status()["devices"][0]["budget"]["used"]
+        used = _settled_budget(eng)
         stages = [r.name for r in eng.timeline.records() if r.kind == "stage"]
     assert isinstance(keys[0], StreamedKey) and len(keys[0].chunks("h")) >= 2
     assert used == keys[0].nbytes                  # the tables only
@@ -859,11 +869,7 @@ def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
                      stages=lambda i: st, threads=1) as eng:
         key = eng.load(pk, progress=False)
         out = eng.submit(key, [asg] * 2, randomizers=rs).result(600)
-        for _ in range(200):
-            if eng.status()["in_flight"] == 0:
-                break
-            time.sleep(0.01)
-        assert eng.status()["devices"][0]["budget"]["used"] == eng.status()["keys"][0]["nbytes"][0]
+        assert _settled_budget(eng) == eng.status()["keys"][0]["nbytes"][0]
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
         holds = [r for r in eng.timeline.records() if r.kind == "hold"]
         assert (eng.timeline.metrics()["early_partitions"],

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_cu_emu import _install_stages
+from test_cu_emu import _install_stages, _keys_in_host
 
 from cuzk import _cuda_msm
 
@@ -378,12 +378,7 @@ def test_streamed_key_takes_the_normal_path(fake, monkeypatch, circuit):
     _install_stages(fake, monkeypatch)
     pk, asg = circuit
     st = CudaStages(threads=2, b_g2="gpu")
-    keys = []
-
-    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
-        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
-        return keys[-1]
-    monkeypatch.setattr(st, "load_key", load_host)
+    keys = _keys_in_host(st, monkeypatch)
     t = {}
     got = prove(pk, asg, 9, 10, stages=st, timings=t, verify=True)
     assert isinstance(keys[0], StreamedKey)
