@@ -5,7 +5,9 @@ the device's ``Budget`` before any allocation.  A reservation that cannot fit wa
 released while it waits) or fails with ``BudgetError``; it never leaves the device out of
 memory half-way through a partition.  A worker waits for a reservation holding no device
 buffer, so two workers cannot deadlock on memory (the failure of the first two-lock design on
-a 16 GB card).
+a 16 GB card).  Keys reserve ``lasting`` bytes (held until the key is released): a reservation
+larger than the budget less them fails at once instead of waiting for bytes that only releasing
+a key would free (``cuzk.prove`` on a card too small for a 2^27 partition beside its key).
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ __all__ = ["Budget", "Reservation", "BudgetError"]
 class Reservation:
     """Bytes held from a ``Budget`` until ``release()`` (idempotent; also a context manager)."""
 
-    __slots__ = ("budget", "nbytes", "what", "_held")
+    __slots__ = ("budget", "nbytes", "what", "lasting", "_held")
 
-    def __init__(self, budget, nbytes, what):
+    def __init__(self, budget, nbytes, what, lasting=False):
         self.budget, self.nbytes, self.what, self._held = budget, nbytes, what, True
+        self.lasting = bool(lasting)
 
     @property
     def held(self) -> bool:
@@ -36,6 +39,8 @@ class Reservation:
                 return
             self._held = False
             budget._used -= self.nbytes
+            if self.lasting:
+                budget._lasting -= self.nbytes
             budget._live.discard(self)
             budget._cond.notify_all()
 
@@ -67,6 +72,7 @@ class Budget:
         self.total = None if total is None else int(total)
         self.name = name
         self._used = 0
+        self._lasting = 0
         self._peak = 0
         self._waiting = 0
         self._live = set()
@@ -75,6 +81,11 @@ class Budget:
     @property
     def used(self) -> int:
         return self._used
+
+    @property
+    def lasting(self) -> int:
+        """Bytes held by ``lasting`` reservations (keys)."""
+        return self._lasting
 
     @property
     def peak(self) -> int:
@@ -93,7 +104,7 @@ class Budget:
         return self.total is None or self._used + nbytes <= self.total
 
     def reserve(self, nbytes: int, what: str = "", *, block: bool = True,
-                timeout: float | None = None) -> Reservation:
+                timeout: float | None = None, lasting: bool = False) -> Reservation:
         """Reserve ``nbytes``.
 
         Parameters
@@ -106,6 +117,9 @@ class Budget:
             Wait until the bytes fit (True) or fail at once (False).
         timeout : float or None
             Seconds to wait at most when blocking (None: no limit).
+        lasting : bool
+            Bytes a key holds until it is released (a resident key, its tables): other
+            reservations never wait for them.
 
         Returns
         -------
@@ -114,8 +128,9 @@ class Budget:
         Raises
         ------
         BudgetError
-            ``nbytes`` exceeds the whole budget, or does not fit now with ``block=False``, or
-            did not fit within ``timeout``.
+            ``nbytes`` exceeds the whole budget, or (not ``lasting``) the budget less the lasting
+            reservations, or does not fit now with ``block=False``, or did not fit within
+            ``timeout``.
         """
         nbytes = int(nbytes)
         if nbytes < 0:
@@ -125,6 +140,7 @@ class Budget:
                               f"the whole budget of {self.total} bytes")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            self._never_fits(nbytes, what, lasting)
             if not self._fits(nbytes):
                 if not block:
                     raise BudgetError(f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; "
@@ -138,13 +154,24 @@ class Budget:
                                 f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; "
                                 f"{self.total - self._used} of {self.total} free after {timeout} s")
                         self._cond.wait(left)
+                        self._never_fits(nbytes, what, lasting)     # a key loaded meanwhile
                 finally:
                     self._waiting -= 1
             self._used += nbytes
+            if lasting:
+                self._lasting += nbytes
             self._peak = max(self._peak, self._used)
-            res = Reservation(self, nbytes, what)
+            res = Reservation(self, nbytes, what, lasting)
             self._live.add(res)
             return res
+
+    def _never_fits(self, nbytes, what, lasting):
+        """Raise BudgetError when ``nbytes`` cannot fit while the lasting reservations are held
+        (under the condition's lock)."""
+        if self.total is not None and not lasting and nbytes + self._lasting > self.total:
+            raise BudgetError(f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; the "
+                              f"budget of {self.total} bytes less {self._lasting} bytes of "
+                              f"resident keys leaves {self.total - self._lasting}")
 
     def snapshot(self) -> dict:
         """{name, total, used, peak, waiting, reservations: [(what, nbytes)]} at this moment."""

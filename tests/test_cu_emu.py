@@ -16,6 +16,7 @@ it means the kernel sources (or the harness) are broken.
 """
 
 import random
+import threading
 import time
 
 import numpy as np
@@ -566,6 +567,57 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     key.release()
     ctx.close()
     assert budget.used == 0
+
+
+def test_cuda_stages_partition_that_never_fits_beside_its_key_fails_at_once(fake, monkeypatch):
+    """A budget that holds the (streamed) key's tables and not a partition beside them, though the
+    partition alone would fit: ``cuzk.prove``'s path raises BudgetError naming the resident keys at
+    once (it waited forever before: only releasing the key frees those bytes), leaving only the
+    key reserved; with one byte more beside the key it proves."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._errors import BudgetError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(6, 7)
+    pk = keygen_random(r1cs, seed=7)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", early_h=False)
+    probe = Budget(None, "probe")
+    key = st.load_key(pk, budget=probe, where="host")
+    ctx = st.context(budget=probe)
+    part = st.prepare(key, asg, ctx, 3, 4)
+    need = probe.used - key.nbytes                 # the partition's reservation
+    st.abort(part)
+    key.release()
+    ctx.close()
+    for extra, ok in ((-1, False), (0, True)):
+        budget = Budget(key.nbytes + need + extra, "small")
+        key = st.load_key(pk, budget=budget, where="host")
+        ctx = st.context(budget=budget)
+        done = []
+        worker = threading.Thread(target=lambda: done.append(_outcome(st, key, asg, ctx)))
+        worker.start()
+        worker.join(120)
+        assert not worker.is_alive() and done
+        if ok:
+            assert done[0] == prove(pk, asg, 3, 4, backend="cpu")
+        else:
+            assert isinstance(done[0], BudgetError) and "resident keys" in str(done[0])
+            assert need <= budget.total              # it fits the budget alone: the new check
+        assert budget.used == key.nbytes
+        key.release()
+        ctx.close()
+
+
+def _outcome(st, key, asg, ctx):
+    """``st.prove_one``'s proof, or the exception it raised."""
+    try:
+        return st.prove_one(key, asg, ctx, 3, 4)[0]
+    except Exception as e:                          # noqa: BLE001 (the test inspects it)
+        return e
 
 
 def test_cuda_stages_row_check_beside_the_region(fake, monkeypatch):

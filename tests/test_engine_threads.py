@@ -225,7 +225,10 @@ def test_parse_stage_options():
     assert parse_stage_options(" precompute=2, h-window=20 ,b_g2=gpu") == {
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
-                                  "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch"}
+                                  "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch",
+                                  "stream_chunk", "stream_slots"}
+    assert parse_stage_options("stream_chunk=268435456,stream-slots=3") == {"stream_chunk": 1 << 28,
+                                                                           "stream_slots": 3}
     assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
     assert parse_stage_options("share_sort=0") == {"share_sort": False}
     assert parse_stage_options("side_scratch=0,ones_kind=affine") == {"side_scratch": False,

@@ -47,6 +47,49 @@ def test_budget_refuses_what_never_fits_and_nonblocking():
     r.release()
 
 
+def test_budget_lasting_reservations_bound_what_may_wait():
+    """A key's ``lasting`` bytes are never waited for: a reservation that fits the budget but not
+    beside them fails at once (it would wait forever), naming the keys; one that fits beside them
+    is made; once the key is released the larger one fits."""
+    b = Budget(24, "dev")
+    key = b.reserve(8, "key", block=False, lasting=True)
+    assert b.lasting == 8
+    t0 = time.monotonic()
+    with pytest.raises(BudgetError, match="less 8 bytes of resident keys leaves 16"):
+        b.reserve(20, "partition")
+    assert time.monotonic() - t0 < 1 and b.waiting == 0
+    with b.reserve(16, "partition"):
+        assert b.used == 24
+    key.release()
+    assert b.lasting == 0
+    with b.reserve(20, "partition"):
+        assert b.used == 20
+
+
+def test_budget_waiter_fails_when_a_key_takes_its_room():
+    """A reservation waiting for a partition's bytes fails once a key (lasting) has taken the room
+    it waited for, instead of waiting on."""
+    b = Budget(10)
+    part = b.reserve(6, "partition")
+    errors = []
+
+    def waiter():
+        try:
+            b.reserve(7, "next")
+        except BudgetError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.05)
+    assert b.waiting == 1
+    key = b.reserve(4, "key", block=False, lasting=True)
+    part.release()                           # wakes the waiter: 7 > 10 - 4
+    t.join(5)
+    assert not t.is_alive() and errors and "resident keys" in str(errors[0])
+    key.release()
+
+
 def test_budget_blocking_waits_for_release():
     b = Budget(10)
     r = b.reserve(10)

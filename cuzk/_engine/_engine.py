@@ -272,24 +272,23 @@ class _Slots:
 
 
 class _DeviceBudget:
-    """The budget the worker contexts of a device see.  A reservation that could not fit even
-    with every partition finished (more than the budget less the resident keys) fails at once
-    with ``BudgetError`` instead of waiting forever; everything else is the device's Budget."""
+    """The budget the worker contexts of a device see: the device's Budget (where a reservation
+    that could not fit even with every partition finished, more than the budget less the keys'
+    lasting reservations, fails at once with ``BudgetError`` instead of waiting forever), which
+    also says once when two partitions cannot overlap."""
 
     def __init__(self, budget, dev=None, workers=1):
         self.budget = budget
-        self.pinned = 0                  # bytes of resident keys held from ``budget``
         self.dev, self.workers = dev, workers
         self.serialized = False          # a partition waited with only one other holding bytes
 
     def reserve(self, nbytes, what="", *, block=True, timeout=None):
+        # more than the budget less the resident keys (the keys' ``lasting`` reservations):
+        # ``Budget.reserve`` fails at once
         total = self.budget.total
-        if total is not None and int(nbytes) + self.pinned > total:
-            raise BudgetError(f"{self.budget.name}: {what or 'reservation'} needs {int(nbytes)} "
-                              f"bytes; the budget of {total} bytes less {self.pinned} bytes of "
-                              f"resident keys leaves {total - self.pinned}")
         free = self.budget.free
-        if (block and free is not None and free < int(nbytes) and self.workers > 1
+        never = total is not None and int(nbytes) + self.budget.lasting > total
+        if (block and not never and free is not None and free < int(nbytes) and self.workers > 1
                 and not self.serialized and self.dev is not None and self.dev.reserving <= 2):
             # the partition waits for the only other one in flight: two cannot overlap, so the
             # workers take turns (H200, 2^27 with 5 H copies: 16 % slower; RESULTS session 23)
@@ -299,7 +298,7 @@ class _DeviceBudget:
                         "resident keys hold %.2f GiB of the %.2f GiB budget, so two partitions do "
                         "not fit at once and the %d workers take turns (fewer precomputed H "
                         "copies, stage option precompute, or a larger vram_budget let them "
-                        "overlap)", self.budget.name, int(nbytes) / gib, self.pinned / gib,
+                        "overlap)", self.budget.name, int(nbytes) / gib, self.budget.lasting / gib,
                         total / gib, self.workers)
         return self.budget.reserve(nbytes, what, block=block, timeout=timeout)
 
@@ -567,7 +566,6 @@ class Engine:
                         k.release()
                     raise
                 for dev in self.devices:
-                    dev.worker_budget.pinned += int(getattr(resident[dev.index], "nbytes", 0))
                     for ctx in dev.contexts:     # staging sized now, not in a partition
                         dev.stages.warm(ctx, resident[dev.index])
             ek = EngineKey(pk, path, resident)
@@ -597,7 +595,6 @@ class Engine:
         ek.evicted = True
         for d, k in ek.resident.items():
             k.release()
-            self.devices[d].worker_budget.pinned -= int(getattr(k, "nbytes", 0))
 
     @property
     def keys(self):

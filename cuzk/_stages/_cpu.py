@@ -50,7 +50,7 @@ class CpuStages(Stages):
         """The CPU uses the key where it is; with a budget its host bytes are reserved."""
         res = None
         if budget is not None:
-            res = budget.reserve(_key_bytes(pk), "proving key (host)")
+            res = budget.reserve(_key_bytes(pk), "proving key (host)", lasting=True)
         return HostKey(pk, res)
 
     # ---- stage bodies (also used by the CUDA backend where it runs a stage on the CPU) --

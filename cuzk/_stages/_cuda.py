@@ -283,7 +283,7 @@ class ResidentKey:
         self.precompute_bytes = max(0, pre - sizes["h"]) if pre else 0
         self.nbytes = sum(sizes.values()) + tables + self.precompute_bytes
         if budget is not None:
-            self._res = budget.reserve(self.nbytes, "resident key", block=False)
+            self._res = budget.reserve(self.nbytes, "resident key", block=False, lasting=True)
         d = _driver()
         up = d.Stream(device)
         ring = _Ring(device, slots=2)
@@ -370,7 +370,7 @@ class StreamedKey:
         self.h_plan_args = {"k": 1, "c": None}
         self.precompute_bytes = 0
         if budget is not None:
-            self._res = budget.reserve(self.nbytes, "streamed key: tables", block=False)
+            self._res = budget.reserve(self.nbytes, "streamed key: tables", block=False, lasting=True)
         d = _driver()
         try:
             for q, (attr, _) in QUERIES.items():
