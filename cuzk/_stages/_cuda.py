@@ -61,7 +61,7 @@ _RING_SLOTS = 4          # pinned staging ring of a worker: slots x _STAGE_CHUNK
 _STAGE_CHUNK = 16 << 20
 # Device bytes left outside the default budget (driver, modules, other users of the device).
 _BUDGET_MARGIN = 2 << 30
-# A streamed key's chunk: the device slot each of its two uploads fills (``StreamedKey``), sized by
+# A streamed key's chunk: what each of its device slots holds (``StreamedKey``), sized by
 # ``stream_chunk_bytes`` from what the budget leaves beside one partition, between these bounds.
 # Larger chunks mean fewer, larger MSMs: the 2^27 region on the H200 with the key streamed at
 # 55 GB/s took 2.04 s with 2 slots of 1 GiB and 1.80 s with 2 of 2 GiB (bench/RESULTS.md, session 26).
@@ -336,7 +336,7 @@ class StreamedKey:
     """A proving key that does not fit the device budget: its queries stay in host memory,
     page-locked in place (cuMemHostRegister: no second host copy), and every partition streams
     them in chunks of ``chunk_points`` points into ``slots`` device slots on the worker's upload
-    stream, double-buffered against the kernels that read them (each reduction of a partition
+    stream, each refilled once the kernels that read it are done (each reduction of a partition
     runs per chunk: the H MSM over the chunk's scalars, a batch addition over the chunk's bits,
     a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the partial
     sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the warm-up tables);
@@ -413,9 +413,9 @@ class StreamedKey:
 
 class _Bases:
     """Where a partition's kernels read the bases of each unit (``_unit_of``: a query of a
-    resident key, or a (query, chunk) of a streamed one): the resident key, or one of two device
-    slots that the upload stream fills in ``order``, each refill waiting for the kernels that
-    read the slot's previous unit."""
+    resident key, or a (query, chunk) of a streamed one): the resident key, or one of the streamed
+    key's device slots, which the upload stream fills in ``order``, each refill waiting for the
+    kernels that read the slot's previous unit."""
 
     def __init__(self, part, order):
         self.part, self.key, self.ctx, self.order = part, part.key, part.ctx, order
@@ -722,7 +722,7 @@ class CudaStages(CpuStages):
         partitions on the H200 (region −6.6 ms, bench/RESULTS.md session 25).  The same bytes;
         False: the tails' scratch from the pool (the stage option ``side_scratch=0``).
     stream_chunk : int or None
-        Bytes of each of the two device slots through which a key kept in host memory
+        Bytes of each device slot through which a key kept in host memory
         (``StreamedKey``) is streamed, chunk by chunk (None: ``stream_chunk_bytes``: what the
         budget leaves beside one partition, 0.25–4 GiB).
     stream_slots : int or None
