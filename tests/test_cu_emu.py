@@ -909,12 +909,12 @@ def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
     refusals = []
     real = Budget.reserve
 
-    def reserve(self, nbytes, what="", *, block=True, timeout=None):
+    def reserve(self, nbytes, what="", *, block=True, **kw):
         if not block and "partition" in what:
             refusals.append(what)
             if len(refusals) == (1 if refuse == "first" else 2):
                 raise BudgetError(f"{self.name}: injected: {nbytes} bytes do not fit now")
-        return real(self, nbytes, what, block=block, timeout=timeout)
+        return real(self, nbytes, what, block=block, **kw)
     monkeypatch.setattr(Budget, "reserve", reserve)
     rs = [(10 + i, 20 + i) for i in range(2)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=1, lock_mode=mode,

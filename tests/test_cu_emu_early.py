@@ -438,11 +438,11 @@ def test_early_path_full_budget_falls_back(fake, monkeypatch, circuit):
     key = st.load_key(pk)
     real, seen = type(ctx.budget).reserve, []
 
-    def reserve(budget, nbytes, what="", *, block=True, timeout=None):
+    def reserve(budget, nbytes, what="", *, block=True, **kw):
         seen.append(block)
         if not block:
             raise BudgetError(f"{budget.name}: injected: {nbytes} bytes do not fit now")
-        return real(budget, nbytes, what, block=block, timeout=timeout)
+        return real(budget, nbytes, what, block=block, **kw)
     try:
         with_key = pool_buffers(fake)
         with monkeypatch.context() as m:
