@@ -100,13 +100,12 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto"
         if budget_c is not None:
             from cuzk._budget import Budget
             budget = Budget(int(budget_c * (1 << 30)), f"{budget_c} GiB budget")
-        ctx = st.context(budget=budget) if budget is not None else st.context()
+        ctx = st.context(budget=budget)
         t0 = time.perf_counter()
         key = st.load_key(pk, budget=budget, where=where_c) if backend != "cpu" else st.load_key(pk)
         row["load_key_s"] = time.perf_counter() - t0
         row["key_bytes"] = key.nbytes
         row["where"] = getattr(key, "where", "host")
-
         row["device"] = st.device_label
         try:
             proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified
@@ -115,8 +114,10 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto"
                 row["cpu_equal"] = proof == cuzk.prove(pk, asg, 11, 22, backend="cpu")
                 if not row["cpu_equal"]:
                     raise SystemExit(f"2^{log_n}: {backend} proof differs from the CPU backend's")
-            runs = [(_profiled if profile and i == 0 else lambda f, *a: f(*a))(
-                _one, st, key, asg, ctx, 100 + i, 200 + i, True)[1] for i in range(repeat)]
+            runs = []
+            for i in range(repeat):
+                args = (st, key, asg, ctx, 100 + i, 200 + i, True)
+                runs.append((_profiled(_one, *args) if profile and i == 0 else _one(*args))[1])
             if budget is not None:
                 row["budget_peak_gib"] = budget.peak / (1 << 30)
         finally:

@@ -140,7 +140,7 @@ class Budget:
                               f"the whole budget of {self.total} bytes")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._never_fits(nbytes, what, lasting)
+            self._refuse_never_fitting(nbytes, what, lasting)
             if not self._fits(nbytes):
                 if not block:
                     raise BudgetError(f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; "
@@ -154,7 +154,7 @@ class Budget:
                                 f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; "
                                 f"{self.total - self._used} of {self.total} free after {timeout} s")
                         self._cond.wait(left)
-                        self._never_fits(nbytes, what, lasting)     # a key loaded meanwhile
+                        self._refuse_never_fitting(nbytes, what, lasting)   # a key loaded meanwhile
                 finally:
                     self._waiting -= 1
             self._used += nbytes
@@ -165,10 +165,14 @@ class Budget:
             self._live.add(res)
             return res
 
-    def _never_fits(self, nbytes, what, lasting):
-        """Raise BudgetError when ``nbytes`` cannot fit while the lasting reservations are held
-        (under the condition's lock)."""
-        if self.total is not None and not lasting and nbytes + self._lasting > self.total:
+    def never_fits(self, nbytes) -> bool:
+        """Whether a reservation of ``nbytes`` (not lasting) cannot fit while the lasting
+        reservations are held, so ``reserve`` would refuse it at once."""
+        return self.total is not None and int(nbytes) + self._lasting > self.total
+
+    def _refuse_never_fitting(self, nbytes, what, lasting):
+        """Raise BudgetError for ``never_fits`` (under the condition's lock)."""
+        if not lasting and self.never_fits(nbytes):
             raise BudgetError(f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; the "
                               f"budget of {self.total} bytes less {self._lasting} bytes of "
                               f"resident keys leaves {self.total - self._lasting}")

@@ -14,8 +14,7 @@ __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuSt
 STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
                  "streams": streams_arg, "early_h": flag_arg, "abc_scratch": flag_arg,
                  "ones_kind": ones_kind_arg, "row_check": row_check_arg, "share_sort": flag_arg,
-                 "side_scratch": flag_arg, "stream_chunk": int,
-                 "stream_slots": int}
+                 "side_scratch": flag_arg, "stream_chunk": int, "stream_slots": int}
 
 
 def parse_stage_options(text):

@@ -426,7 +426,7 @@ class _Bases:
             self.free = [None] * len(self.slots)
             # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
             # for one (``times``)
-            self.uploads, self.waits = [], []
+            self.uploads, self.waits, self.waited = [], [], set()
             for i in range(min(len(self.slots), len(order))):
                 self._upload(i)
 
@@ -449,10 +449,12 @@ class _Bases:
         """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
         if not self.streamed:
             return self.key.ptr(unit)
-        c = self.ctx.compute
-        before = self.ctx.event(c, timing=True)
-        c.wait_event(self.ready[unit])
-        self.waits.append((before, self.ctx.event(c, timing=True)))
+        if unit not in self.waited:         # a unit's ones and tail: one wait
+            self.waited.add(unit)
+            c = self.ctx.compute
+            before = self.ctx.event(c, timing=True)
+            c.wait_event(self.ready[unit])
+            self.waits.append((before, self.ctx.event(c, timing=True)))
         return self.slots[self.order.index(unit) % len(self.slots)].ptr
 
     def done(self, unit):
@@ -862,10 +864,10 @@ class CudaStages(CpuStages):
             if m > 0:
                 name = f"h@{j}"
                 spans[name] = (lo, lo)
-                heads.append([(name, "msm", _cuda_msm.msm_plan(m, "g1", dev, npoints=hi - lo))])
+                heads.append([(name, "msm", self._h_chunk_plan(m, hi - lo))])
+        kind = None if self.ones_kind == "auto" else self.ones_kind
         for name, q, group in self._groups():
             ones, tail, idx = prep[q + "_ones"], prep[q + "_tail_scalars"], prep[q + "_tail_idx"]
-            kind = None if self.ones_kind == "auto" else self.ones_kind
             chunks = key.chunks(name)
             # the tail entries of each chunk (one search in idx's own dtype: a Python int would
             # make numpy compare a converted copy of the whole array, once per chunk)
@@ -893,6 +895,11 @@ class CudaStages(CpuStages):
                        + [(i * len(heads), 1, u) for i, u in enumerate(rest)], key=lambda t: t[:2])
         return [p for _, _, u in order for p in u], spans
 
+    def _h_chunk_plan(self, m, npoints):
+        """The MSM plan of a streamed key's H chunk: m scalars over its ``npoints`` bases."""
+        from .. import _cuda_msm
+        return _cuda_msm.msm_plan(m, "g1", self.device, npoints=npoints)
+
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
         before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the
@@ -919,7 +926,6 @@ class CudaStages(CpuStages):
         pool keeps it).  Measured on the H200 (2^24, narrow, two workers, bench/RESULTS.md
         session 4): with staging sized too small here, each worker's first upload took
         0.85–0.92 s instead of 0.07 s — a pinned allocation inside the first partition."""
-        from .. import _cuda_msm
         n = key.pk.domain_size
         abc = 3 * n * _FR
         ctx.staging.warm()
@@ -927,7 +933,7 @@ class CudaStages(CpuStages):
         try:
             if key.where == "host":     # a streamed key: its slots, the largest H chunk's MSM
                 m = min(key.chunk_points, n - 1)
-                h = _cuda_msm.msm_plan(m, "g1", self.device, npoints=m)
+                h = self._h_chunk_plan(m, m)
                 nbytes = abc + n * _FR + key.slots * _align(key.slot_bytes) + h.scratch_bytes
             else:
                 h = self._h_plan(key, n)
