@@ -475,9 +475,11 @@ def _parser():
                         "window), b_g2=gpu|cpu, streams=1|2 (default 2: batch additions and "
                         "tails beside H on a second stream); several sets separated by ';' are "
                         "benched in turn on the same inputs")
-    e.add_argument("--vram-budget", type=float, default=None, metavar="GIB",
+    e.add_argument("--vram-budget", default=None, metavar="GIB[,GIB...]",
                    help="the engine's device budget in GiB (default: the card's, less a margin); a "
-                        "key that does not fit is streamed from host memory per partition")
+                        "key that does not fit beside one partition is streamed from host memory "
+                        "per partition; several, comma-separated, are benched in turn on the same "
+                        "inputs")
     e.add_argument("--single", type=int, default=None, metavar="N",
                    help="also time N partitions through cuzk.prove's path (Stages.prove_one, one "
                         "worker, no engine), CUDA: its one-call key with and without the early H "

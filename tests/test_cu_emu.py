@@ -495,23 +495,47 @@ def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, st
 
 def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     """A key that does not fit the device budget stays in host memory and is streamed per
-    partition through two device slots: same bytes as the CPU; the budget returns to zero."""
+    partition through the key's device slots: same bytes as the CPU; the budget returns to zero.
+    "auto" also streams a key that fits where no partition fits beside it (a 2^27 key in 60 GiB:
+    52 GiB resident, ~19 per partition), and keeps it resident with one partition's room."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages, StreamedKey
+    from cuzk._stages._cuda import (CudaStages, ResidentKey, StreamedKey, _key_device_bytes,
+                                    partition_bytes)
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(7, 5)
     pk = keygen_random(r1cs, seed=5)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=2, b_g2="gpu")
-    key_bytes = sum(int(getattr(pk, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
-    small = Budget(key_bytes, "small")           # the key (+ its tables) cannot fit: streamed
+    st = CudaStages(threads=2, b_g2="gpu", precompute=1)
+    probe = st.load_key(pk, budget=Budget(None, "probe"), where="host")
+    streamed = probe.nbytes                      # its tables and slots, reserved for good
+    probe.release()
+    resident = _key_device_bytes(pk)
+    assert resident > sum(int(getattr(pk, q).nbytes) for q in ("h", "l", "a", "b_g1", "b_g2"))
+    small = Budget(max(streamed, resident - 1), "small")     # the key + its tables cannot fit
     key = st.load_key(pk, budget=small)
     assert isinstance(key, StreamedKey) and key.where == "host" and small.used == key.nbytes
     key.release()
     assert small.used == 0
+    room = resident + partition_bytes(pk.domain_size)
+    assert streamed <= room - 1
+    for total, kind in ((room - 1, StreamedKey), (room, ResidentKey)):
+        budget = Budget(total, "fits")
+        key = st.load_key(pk, budget=budget)
+        assert type(key) is kind and budget.used == key.nbytes
+        key.release()
+        assert budget.used == 0
+    budget = Budget(room - 1, "forced")
+    key = st.load_key(pk, budget=budget, where="device")      # asked for: resident all the same
+    assert type(key) is ResidentKey
+    key.release()
+    key = CudaStages(threads=2, b_g2="gpu", precompute=1, key_where="host").load_key(pk, budget=budget)
+    assert type(key) is StreamedKey                          # the stage option
+    key.release()
+    with pytest.raises(ValueError):
+        CudaStages(threads=1, key_where="gpu")
     budget = Budget(None, "big")                 # (a tiny partition's MSM scratch exceeds its key)
     ctx = st.context(budget=budget)
     key = st.load_key(pk, budget=budget, where="host")
@@ -535,7 +559,7 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages
+    from cuzk._stages._cuda import CudaStages, _align, _tables_bytes
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 6)
     pk = keygen_random(r1cs, seed=6)
@@ -557,7 +581,8 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
         assert sum(p.n for p in tails) == part.prep[pq + "_tail_scalars"].shape[0]
         assert all(p.npoints <= chunk_points for p in tails)
     assert len({name.split("@")[1] for name in names if name.startswith("l:")}) >= 2
-    assert sorted(k for k in part.dev if k.startswith("slot")) == [f"slot{k}" for k in range(slots)]
+    assert len(key.slot_bufs) == slots and not any(k.startswith("slot") for k in part.dev)
+    assert key.nbytes == _tables_bytes(pk.domain_size) + slots * _align(key.slot_bytes)
     st.run(part).synchronize()
     assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
     assert "gpu:h" in part.timings and not any("@" in k for k in part.timings)
@@ -567,6 +592,68 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     key.release()
     ctx.close()
     assert budget.used == 0
+
+
+def test_cuda_stages_streamed_key_slots_pass_between_partitions(fake, monkeypatch):
+    """The streamed key's slots are the key's, reserved once with it: a partition reserves
+    none, and the next partition's first refill of each slot waits for the events after the
+    previous partition's last use of it (``slot_free``), also from another worker's streams;
+    partitions on two threads take turns at the slots (``take_slots``) and each gives the CPU's
+    bytes; the budget returns to the key's bytes, then to zero."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, stream_slots=3)
+    budget = Budget(None, "big")
+    key = st.load_key(pk, budget=budget, where="host")
+    assert budget.used == key.nbytes and budget.lasting == key.nbytes
+    ctx1, ctx2 = st.context(budget=budget, name="w1"), st.context(budget=budget, name="w2")
+    cpu = prove(pk, asg, 5, 6, backend="cpu")
+    part = st.prepare(key, asg, ctx1, 5, 6)
+    alone = budget.used - key.nbytes
+    st.run(part).synchronize()
+    assert st.finish(part) == cpu
+    left = [list(evs) for evs in key.slot_free]
+    assert all(evs for evs in left)              # every slot was used, and says after what
+    fake.waits.clear()
+    part = st.prepare(key, asg, ctx2, 5, 6)
+    assert budget.used - key.nbytes == alone     # the same reservation: no slots in it
+    st.run(part).synchronize()
+    assert st.finish(part) == cpu
+    waited = {id(ev) for s, ev in fake.waits if s is ctx2.upload}
+    assert all(id(ev) in waited for evs in left for ev in evs)
+    # two threads, three partitions each, on one key: turns at the slots, every proof right
+    out, errors = [], []
+
+    def worker(ctx, r):
+        try:
+            for i in range(3):
+                p = st.prepare(key, asg, ctx, r + i, 6)
+                st.run(p).synchronize()
+                out.append((r + i, st.finish(p)))
+        except Exception as e:                     # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(c, r)) for c, r in ((ctx1, 20), (ctx2, 30))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors and len(out) == 6
+    for r, proof in out:
+        assert proof == prove(pk, asg, r, 6, backend="cpu")
+    assert budget.used == key.nbytes
+    assert key._slot_lock.acquire(blocking=False)     # given back after every region
+    key._slot_lock.release()
+    key.release()
+    ctx1.close()
+    ctx2.close()
+    assert budget.used == 0 and budget.lasting == 0
 
 
 def test_cuda_stages_partition_that_never_fits_beside_its_key_fails_at_once(fake, monkeypatch):
@@ -784,8 +871,10 @@ def _keys_in_host(st, monkeypatch):
     from cuzk._stages._cuda import CudaStages
     keys = []
 
-    def load_host(pk, budget=None, progress=None, where="auto", lasting=True):
-        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting))
+    def load_host(pk, budget=None, progress=None, where="auto", lasting=True, partitions=1):
+        keys.append(CudaStages.load_key(st, pk, budget, progress, where="host", lasting=lasting,
+                                        partitions=partitions))
+        keys[-1].partitions_asked = partitions
         return keys[-1]
     monkeypatch.setattr(st, "load_key", load_host)
     return keys
@@ -832,9 +921,10 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
 
 def test_engine_on_a_streamed_key(fake, monkeypatch):
     """cuzk.Engine with a key kept in host memory (as when the budget cannot hold it), streamed in
-    chunks through each partition's slots: two workers under two-lock prove every partition with
-    the CPU backend's bytes, on the normal plan (a streamed key has no early one), and the
-    budget holds only the key's tables once the job is done."""
+    chunks through the key's slots: two workers under two-lock prove every partition with the
+    CPU backend's bytes, on the normal plan (a streamed key has no early one), the key sized for
+    two partitions in flight, and the budget holds only the key's tables and slots once the job
+    is done."""
     import cuzk
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -853,8 +943,10 @@ def test_engine_on_a_streamed_key(fake, monkeypatch):
         out = eng.submit(key, [asg] * 3, randomizers=rs).result(600)
         used = _settled_budget(eng)
         stages = [r.name for r in eng.timeline.records() if r.kind == "stage"]
+        slots = len(keys[0].slot_bufs)
     assert isinstance(keys[0], StreamedKey) and len(keys[0].chunks("h")) >= 2
-    assert used == keys[0].nbytes                  # the tables only
+    assert used == keys[0].nbytes                  # the tables and slots only
+    assert keys[0].partitions_asked == 2 and slots == keys[0].slots and not keys[0].slot_bufs
     assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert "early_head" not in stages and stages.count("run") == 3
 

@@ -672,14 +672,16 @@ def test_abc_scratch_holds_the_2_27_h_msm():
 
 
 def test_stream_chunk_bytes_by_budget():
-    """A streamed key's slot size (``stream_chunk_bytes``): half of what the budget leaves beside its
-    tables and one partition (a, b, c, H's output, ``_tails_allowance``), so the partition and both
-    slots fit; within [STREAM_CHUNK_MIN, STREAM_CHUNK_MAX]; the largest with no budget."""
-    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_MIN, _tails_allowance,
-                                    stream_chunk_bytes)
+    """A streamed key's slot size (``stream_chunk_bytes``): a share of what the budget leaves beside
+    its tables and one partition (a, b, c, H's output, ``_tails_allowance``), so the partition and
+    the slots fit; within [STREAM_CHUNK_MIN, STREAM_CHUNK_MAX]; the largest with no budget; room
+    for more partitions in flight where each slot keeps STREAM_CHUNK_SHARED."""
+    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_MIN, STREAM_CHUNK_SHARED,
+                                    _tails_allowance, partition_bytes, stream_chunk_bytes)
     gib, n = 1 << 30, 1 << 27
     tables = 2 * n * 32                                  # the H stage's two twiddle tables: 8 GiB
     part = 4 * n * 32 + _tails_allowance(n)
+    assert part == partition_bytes(n)
     assert stream_chunk_bytes(n, None, tables) == STREAM_CHUNK_MAX
     for free in (28 * gib, 30 * gib, 32 * gib, 40 * gib, 80 * gib):
         for slots in (2, 3):
@@ -692,6 +694,17 @@ def test_stream_chunk_bytes_by_budget():
     # default) of 0.93
     assert 1.3 * gib < stream_chunk_bytes(n, 30 * gib, tables, 2) < 1.5 * gib
     assert abs(stream_chunk_bytes(n, 30 * gib, tables) - stream_chunk_bytes(n, 30 * gib, tables, 2) * 2 / 3) <= 1
+    # ``partitions``: the slots leave room for that many partitions in flight while each slot
+    # keeps STREAM_CHUNK_SHARED, else for fewer (down to one)
+    for free in (40 * gib, 48 * gib, 52 * gib, 60 * gib, 80 * gib, 120 * gib):
+        for p in (1, 2, 3):
+            c = stream_chunk_bytes(n, free, tables, 3, p)
+            fit = max(q for q in range(1, p + 1) if q == 1 or (free - tables - q * part) // 3 >= STREAM_CHUNK_SHARED)
+            assert c == max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, (free - tables - fit * part) // 3))
+            assert fit == 1 or tables + fit * part + 3 * c <= free
+    assert stream_chunk_bytes(n, 40 * gib, tables, 3, 2) == stream_chunk_bytes(n, 40 * gib, tables, 3, 1)
+    assert stream_chunk_bytes(n, 60 * gib, tables, 3, 2) == STREAM_CHUNK_MAX     # 2 × 19.2 + 8 + 12
+    assert STREAM_CHUNK_SHARED <= stream_chunk_bytes(n, 52 * gib, tables, 3, 2) < STREAM_CHUNK_MAX
 
 
 def test_bench_single_paths(fake, monkeypatch, circuit):

@@ -193,6 +193,34 @@ def test_bench_cli_thread_share(tmp_path, capsys):
     assert "engine-lg4-narrow-w1.json" in {p.name for p in (tmp_path / "t1").iterdir()}
 
 
+def test_bench_cli_vram_budgets(tmp_path, capsys):
+    """``--vram-budget A,B``: each budget benched in turn on the same inputs (one circuit), a
+    table each, the budget in every JSON row; a bad value is a usage error."""
+    import json
+    from cuzk._cli import main
+    from cuzk._engine._bench import parse_vram_budgets
+    assert parse_vram_budgets(None) == [None]
+    assert parse_vram_budgets(" 40, 52.5") == [40 << 30, int(52.5 * (1 << 30))]
+    for bad in ("0", "-1", "x", ","):
+        with pytest.raises(ValueError):
+            parse_vram_budgets(bad)
+    out = tmp_path / "v.json"
+    rc = main(["bench", "--log-n", "4", "--partitions", "2", "--workers-per-gpu", "1",
+               "--lock-mode", "narrow", "--backend", "cpu", "--vram-budget", "1,2", "--json", str(out),
+               "--cache-dir", "memory", "--threads", "2", "--trace", str(tmp_path / "t")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "vram budget 1 GiB:" in text and "vram budget 2 GiB:" in text
+    rows = json.loads(out.read_text())["results"]
+    assert [r["vram_budget"] for r in rows] == [1 << 30, 2 << 30]
+    assert all(r["verified"] and r["bytes_match"] for r in rows)
+    assert {"engine-lg4-narrow-w1-v1.json", "engine-lg4-narrow-w1-v2.json"} <= {
+        p.name for p in (tmp_path / "t").iterdir()}
+    rc = main(["bench", "--log-n", "4", "--backend", "cpu", "--vram-budget", "0",
+               "--cache-dir", "memory"])
+    assert rc == 2 and "--vram-budget" in capsys.readouterr().err
+
+
 def test_bench_cli_bad_thread_share(tmp_path, capsys):
     from cuzk._cli import main
     rc = main(["bench", "--log-n", "4", "--thread-share", "split,half", "--backend", "cpu",
@@ -226,7 +254,8 @@ def test_parse_stage_options():
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
                                   "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch",
-                                  "stream_chunk", "stream_slots"}
+                                  "stream_chunk", "stream_slots", "key_where"}
+    assert parse_stage_options("key_where=Host") == {"key_where": "host"}
     assert parse_stage_options("stream_chunk=268435456,stream-slots=3") == {"stream_chunk": 1 << 28,
                                                                            "stream_slots": 3}
     assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
@@ -239,7 +268,8 @@ def test_parse_stage_options():
     for bad, why in (("precompute", "not one of"), ("k=2", "not one of"), ("precompute=two", "not int"),
                      ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2"), ("early_h=2", "not 0 or 1"),
                      ("ones_kind=fast", "not one of auto/xyzz/affine/balanced"),
-                     ("row_check=never", "not one of beside/on_failure")):
+                     ("row_check=never", "not one of beside/on_failure"),
+                     ("key_where=gpu", "not one of auto/device/host")):
         with pytest.raises(ValueError, match=why):
             parse_stage_options(bad)
 

@@ -185,6 +185,43 @@ def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
     assert got == [prove(pk, asg, 41 + i, 42 + i, backend="cpu") for i in range(2)]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_streamed_key_slots_shared_by_threads():
+    """One streamed key (1 MiB slots, the key's own) used by two threads with a context each, three
+    partitions apiece: each region's refills of a slot wait for the other worker's last kernels
+    on it (events across streams), and every proof has the CPU backend's bytes."""
+    import threading
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    pk, asg = _circuit(16, 19)
+    st = CudaStages(stream_chunk=1 << 20)
+    key = st.load_key(pk, where="host")
+    ctxs = [st.context(name=f"w{i}") for i in range(2)]
+    got, errors = {}, []
+
+    def worker(i):
+        try:
+            for j in range(3):
+                r = 60 + 10 * i + j
+                got[r] = st.prove_one(key, asg, ctxs[i], r, 7, verify=True)[0]
+        except Exception as e:                    # noqa: BLE001 (reported below)
+            errors.append(e)
+    try:
+        assert isinstance(key, StreamedKey) and len(key.chunks("h")) >= 2
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+    finally:
+        key.release()
+        for c in ctxs:
+            c.close()
+    assert not errors and len(got) == 6
+    for r, proof in got.items():
+        assert proof == prove(pk, asg, r, 7, backend="cpu")
+
+
 @pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")

@@ -234,6 +234,28 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     return rows
 
 
+def parse_vram_budgets(text):
+    """``--vram-budget``: None -> [None] (the card's default), ``"40,52.5"`` -> their bytes
+    ([40 GiB, 52.5 GiB]), each benched in turn on the same inputs.
+
+    Raises
+    ------
+    ValueError
+        An item that is not a number of GiB > 0.
+    """
+    if text is None:
+        return [None]
+    out = []
+    for item in filter(None, (x.strip() for x in str(text).split(","))):
+        gib = float(item)
+        if not gib > 0:
+            raise ValueError(f"--vram-budget must be > 0 GiB, got {item}")
+        out.append(int(gib * (1 << 30)))
+    if not out:
+        raise ValueError(f"--vram-budget: no budget in {text!r}")
+    return out
+
+
 def rss_bytes():
     """Resident set size of this process (/proc/self/statm: pages x page size)."""
     with open("/proc/self/statm") as f:
@@ -403,10 +425,7 @@ def run_engine_bench(args):
     cache = getattr(args, "cache_dir", None)
     option_sets = parse_stage_option_sets(getattr(args, "stage_options", None))
     single = getattr(args, "single", None) or 0
-    gib = getattr(args, "vram_budget", None)
-    if gib is not None and gib <= 0:
-        raise ValueError(f"--vram-budget must be > 0 GiB, got {gib}")
-    vram_budget = None if gib is None else int(gib * (1 << 30))
+    budgets = parse_vram_budgets(getattr(args, "vram_budget", None))
     if single < 0:
         raise ValueError(f"--single must be >= 0, got {single}")
     if not modes and not single:
@@ -416,13 +435,14 @@ def run_engine_bench(args):
         circuit = _circuit(lg, 0, cache, args.threads, False, None)     # once for both benches
         for i, opts in enumerate(option_sets):
             extra = f"-o{i}" if len(option_sets) > 1 else ""
-            if modes:
+            for vb in budgets if modes else ():
                 rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
                                      devices=devices, threads=args.threads,
                                      priority_mix=bool(getattr(args, "priority_mix", False)),
                                      trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                                     stage_options=opts, circuit=circuit, tag_extra=extra,
-                                     vram_budget=vram_budget)
+                                     stage_options=opts, circuit=circuit,
+                                     tag_extra=extra + (f"-v{vb >> 30}" if len(budgets) > 1 else ""),
+                                     vram_budget=vb)
             if single:
                 singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
                                         cache=cache, stage_options=opts, circuit=circuit,
@@ -442,8 +462,12 @@ def run_engine_bench(args):
         ones = [r for r in singles if r["stage_options"] == opts]
         if len(option_sets) > 1:
             print(f"stage options o{i}: {opts or 'defaults'}")
-        if mine:
-            print(format_engine_table(mine))
+        for vb in budgets:
+            these = [r for r in mine if r["vram_budget"] == vb]
+            if these and len(budgets) > 1:
+                print(f"vram budget {'the default' if vb is None else f'{vb / (1 << 30):g} GiB'}:")
+            if these:
+                print(format_engine_table(these))
         if ones:
             print(f"one partition at a time through cuzk.prove's path (medians of {single}):")
             print(format_single_table(ones))

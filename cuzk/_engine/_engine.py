@@ -558,7 +558,8 @@ class Engine:
                 resident = {}
                 try:
                     for dev in self.devices:
-                        resident[dev.index] = dev.stages.load_key(pk, budget=dev.budget)
+                        resident[dev.index] = dev.stages.load_key(pk, budget=dev.budget,
+                                                                  partitions=self._in_flight())
                         bar.update(1)
                 except BaseException:
                     for k in resident.values():
@@ -995,6 +996,11 @@ class Engine:
             "max_in_flight": self.max_in_flight, "jobs_pending": jobs,
             "completed": self._completed, "failed": self._failed,
         }
+
+    def _in_flight(self):
+        """Partitions of a device that may hold device memory at once: its workers, or one
+        under ``coarse`` (one lock around the whole partition)."""
+        return 1 if self.lock_mode == "coarse" else self.workers_per_gpu
 
     def _check_open(self):
         if self._closing:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
-                    check_randomizers, flag_arg, ones_kind_arg, precompute_arg, random_scalar,
-                    row_check_arg, streams_arg, timed)
+                    check_randomizers, flag_arg, key_where_arg, ones_kind_arg, precompute_arg,
+                    random_scalar, row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
@@ -14,7 +14,8 @@ __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuSt
 STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
                  "streams": streams_arg, "early_h": flag_arg, "abc_scratch": flag_arg,
                  "ones_kind": ones_kind_arg, "row_check": row_check_arg, "share_sort": flag_arg,
-                 "side_scratch": flag_arg, "stream_chunk": int, "stream_slots": int}
+                 "side_scratch": flag_arg, "stream_chunk": int, "stream_slots": int,
+                 "key_where": key_where_arg}
 
 
 def parse_stage_options(text):

@@ -83,6 +83,10 @@ ones_kind_arg = choice_arg("ones_kind", ONES_KINDS)
 ROW_CHECKS = ("beside", "on_failure")
 row_check_arg = choice_arg("row_check", ROW_CHECKS)
 
+#: Where the CUDA backend's ``load_key`` puts a key (``CudaStages(key_where=...)``).
+KEY_WHERE = ("auto", "device", "host")
+key_where_arg = choice_arg("key_where", KEY_WHERE)
+
 
 def precompute_arg(v):
     """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""
@@ -223,11 +227,13 @@ class Stages:
     def context(self, budget=None, threads=None, name="w0") -> StageContext:
         return StageContext(self, budget, self.threads if threads is None else threads, name)
 
-    def load_key(self, pk, budget=None, progress=None, lasting=True):
+    def load_key(self, pk, budget=None, progress=None, lasting=True, partitions=1):
         """The backend's resident form of ``pk`` (shared by the device's workers).  ``lasting``:
         the key will serve many partitions (the engine), so one-time costs that make each
         partition faster pay (CUDA: precomputed copies of the H bases under ``precompute="auto"``);
-        ``cuzk.prove`` loads with False."""
+        ``cuzk.prove`` loads with False.  ``partitions``: how many partitions of it the caller
+        keeps in flight at once (the engine: its workers per device; CUDA sizes a streamed key's
+        slots by it)."""
         raise NotImplementedError
 
     # ---- the calls ----------------------------------------------------------------------

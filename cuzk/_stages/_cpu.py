@@ -46,7 +46,7 @@ class CpuStages(Stages):
     name = "cpu"
 
     # ---- keys ---------------------------------------------------------------------------
-    def load_key(self, pk, budget=None, progress=None, lasting=True):
+    def load_key(self, pk, budget=None, progress=None, lasting=True, partitions=1):
         """The CPU uses the key where it is; with a budget its host bytes are reserved."""
         res = None
         if budget is not None:

@@ -40,8 +40,8 @@ from .._assignment import popcount_words
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
-from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, ones_kind_arg,
-                    precompute_arg, row_check_arg, streams_arg, timed)
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, key_where_arg,
+                    ones_kind_arg, precompute_arg, row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -72,6 +72,11 @@ STREAM_CHUNK_MIN, STREAM_CHUNK_MAX = 256 << 20, 4 << 30
 # (the kernels' wait for the uploads 0.10 against 0.36 s), in 30 GiB 3 of 0.93 GiB 1.935 against 2
 # of 1.4 GiB 2.030.
 STREAM_SLOTS = 3
+# The smallest slot for which ``stream_chunk_bytes`` leaves room for more than one partition in
+# flight: below it the chunks' fixed costs outweigh the overlap.  H200, 2^27 (bench/RESULTS.md
+# session 26): 3 slots of 0.93 GiB gave a 1.94 s region against 1.55 s with 4 GiB, while a
+# partition that waits for the one in flight lost ~0.75 s (2.30 s per partition in 40 GiB).
+STREAM_CHUNK_SHARED = 1 << 30
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
 _CHUNK_ALIGN = 64
@@ -335,42 +340,54 @@ class ResidentKey:
 class StreamedKey:
     """A proving key that does not fit the device budget: its queries stay in host memory,
     page-locked in place (cuMemHostRegister: no second host copy), and every partition streams
-    them in chunks of ``chunk_points`` points into ``slots`` device slots on the worker's upload
-    stream, each refilled once the kernels that read it are done (each reduction of a partition
-    runs per chunk: the H MSM over the chunk's scalars, a batch addition over the chunk's bits,
-    a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the partial
-    sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved (the warm-up tables);
-    ``slot_bytes`` the largest chunk of any query, which each partition reserves ``slots`` times
-    (``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels).
-    ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget), divided by the
-    largest point (G2's 192 bytes when the key has B_G2 points) and rounded down to
-    ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key (44 GiB) needs a few slots of 0.25–4 GiB on the
-    device, not two of its largest query (2 × 12.9 GB), and proves where its tables, a, b, c and H
-    fit (a 30 GiB budget: peak 27.0 GiB with 1 GiB chunks, bench/RESULTS.md session 26).
+    them in chunks of ``chunk_points`` points through the key's ``slots`` device slots on the
+    worker's upload stream, each refilled once the kernels that read it are done (each reduction
+    of a partition runs per chunk: the H MSM over the chunk's scalars, a batch addition over the
+    chunk's bits, a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the
+    partial sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved for good (the
+    warm-up tables and the slots); ``slot_bytes`` the largest chunk of any query.
+
+    The slots belong to the key, not to a partition: partitions that use them take turns while
+    their kernel regions are enqueued (``take_slots``), and each refill waits for the kernels of
+    the previous user of its slot (``slot_free``: events, kept from one partition to the next),
+    so a partition reserves no slot and the next one's first chunks upload as soon as the last
+    kernels reading them are done.
+
+    ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
+    ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
+    ``partitions`` partitions in flight), divided by the largest point (G2's 192 bytes when the
+    key has B_G2 points) and rounded down to ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key
+    (44 GiB) needs a few slots of 0.25–4 GiB on the device, and proves where its tables, the
+    slots, a, b, c and H fit (a 30 GiB budget: peak 27.8 GiB, bench/RESULTS.md session 26).
     """
 
     where = "host"
 
-    def __init__(self, pk, device, budget, chunk_bytes=None, slots=None):
+    def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1):
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
         if self.slots < 2:
             raise ValueError(f"a streamed key needs at least 2 slots, got {slots!r}")
         self._regs = {}
         self._res = None
+        self.slot_bufs = []
+        self.slot_free = [[] for _ in range(self.slots)]
+        self._slot_lock = threading.Lock()
         lg = pk.domain_size.bit_length() - 1
-        self.nbytes = _tables_bytes(pk.domain_size)
+        tables = _tables_bytes(pk.domain_size)
         if chunk_bytes is None:
             chunk_bytes = stream_chunk_bytes(pk.domain_size, None if budget is None else budget.free,
-                                             self.nbytes, self.slots)
+                                             tables, self.slots, partitions)
         widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
-        self.slot_bytes = max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
-                              for q, (_, g) in QUERIES.items())
+        self.slot_bytes = max(4, max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
+                                     for q, (_, g) in QUERIES.items()))
+        self.nbytes = tables + self.slots * _align(self.slot_bytes)
         self.h_plan_args = {"k": 1, "c": None}
         self.precompute_bytes = 0
         if budget is not None:
-            self._res = budget.reserve(self.nbytes, "streamed key: tables", block=False, lasting=True)
+            self._res = budget.reserve(self.nbytes, "streamed key: tables and slots", block=False,
+                                       lasting=True)
         d = _driver()
         try:
             for q, (attr, _) in QUERIES.items():
@@ -379,6 +396,7 @@ class StreamedKey:
                     self._regs[q] = d.register_host(arr, device)
             up = d.Stream(device)
             try:
+                self.slot_bufs = [pool.alloc(self.slot_bytes, up) for _ in range(self.slots)]
                 _warm_tables(device, lg, up)
                 up.synchronize()
             finally:
@@ -400,49 +418,88 @@ class StreamedKey:
         r = self._regs.get(q)
         return r.ptr if r is not None else 0
 
+    def take_slots(self):
+        """The slots, for one partition's kernel region while ``_Bases`` enqueues it: one
+        partition at a time, in the order they ask; ``_Bases.close`` gives them back
+        (``give_slots``) with the events its successor's refills wait for."""
+        self._slot_lock.acquire()
+        return self.slot_bufs, [list(evs) for evs in self.slot_free]
+
+    def give_slots(self, free):
+        """End a ``take_slots``: ``free[k]`` the events after which slot k may be rewritten."""
+        self.slot_free = [list(evs) for evs in free]
+        self._slot_lock.release()
+
     def release(self):
+        for evs in self.slot_free:      # the last kernels and copies that touch the slots
+            for e in evs:
+                e.synchronize()
+        self.slot_free = [[] for _ in range(self.slots)]
+        bufs, self.slot_bufs = self.slot_bufs, []
+        for b in bufs:
+            b.free()
         regs, self._regs = self._regs, {}
         for r in regs.values():
             r.close()
         if self._res is not None:
             self._res.release()
+            self._res = None
 
     def __repr__(self):
-        return f"StreamedKey(domain={self.pk.domain_size}, slots of {self.slot_bytes} bytes)"
+        return f"StreamedKey(domain={self.pk.domain_size}, {self.slots} slots of {self.slot_bytes} bytes)"
 
 
 class _Bases:
     """Where a partition's kernels read the bases of each unit (``_unit_of``: a query of a
     resident key, or a (query, chunk) of a streamed one): the resident key, or one of the streamed
     key's device slots, which the upload stream fills in ``order``, each refill waiting for the
-    kernels that read the slot's previous unit."""
+    kernels that read the slot's previous unit (this partition's, or for its first units the
+    previous partition's: ``StreamedKey.take_slots``).  A streamed key's slots are this
+    partition's from construction to ``close`` (call it once every kernel is enqueued, also
+    after a failure)."""
 
     def __init__(self, part, order):
         self.part, self.key, self.ctx, self.order = part, part.key, part.ctx, order
         self.streamed = part.key.where == "host"
         if self.streamed:
-            self.slots = [part.dev[f"slot{k}"] for k in range(part.key.slots)]
+            self.slots, self.free = self.key.take_slots()
+            # per slot: whether its last upload has no reader enqueued yet (then a successor's
+            # refill also waits for that upload: ``close``), and that upload's event
+            self.unread = [False] * len(self.slots)
+            self.last_up = [None] * len(self.slots)
             self.ready = {}
-            self.free = [None] * len(self.slots)
             # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
             # for one (``times``)
             self.uploads, self.waits, self.waited = [], [], set()
-            for i in range(min(len(self.slots), len(order))):
-                self._upload(i)
+            try:
+                for i in range(min(len(self.slots), len(order))):
+                    self._upload(i)
+            except BaseException:
+                self.close()
+                raise
+
+    def close(self):
+        """Give a streamed key's slots back (idempotent)."""
+        if not self.streamed or self.free is None:
+            return
+        free = [evs + ([up] if unread else []) for evs, up, unread in zip(self.free, self.last_up, self.unread)]
+        self.free = None
+        self.key.give_slots(free)
 
     def _upload(self, i):
         d = _driver()
         (q, j), k = self.order[i], i % len(self.slots)
         up = self.ctx.upload
-        if self.free[k] is not None:
-            up.wait_event(self.free[k])            # kernels of the slot's previous unit are done
+        for e in self.free[k]:
+            up.wait_event(e)                      # kernels of the slot's previous unit are done
         lo, hi = self.key.chunks(q)[j]
         pb = _POINT_BYTES[QUERIES[q][1]]
         start = self.ctx.event(up, timing=True)
         if hi > lo:
             d.copy_htod(self.slots[k], self.key.host_ptr(q) + lo * pb, (hi - lo) * pb, up)
             self.part.bytes_uploaded += (hi - lo) * pb
-        self.ready[(q, j)] = self.ctx.event(up, timing=True)
+        self.ready[(q, j)] = self.last_up[k] = self.ctx.event(up, timing=True)
+        self.unread[k] = True
         self.uploads.append((start, self.ready[(q, j)]))
 
     def ptr(self, unit):
@@ -463,7 +520,8 @@ class _Bases:
         if not self.streamed:
             return
         i, m = self.order.index(unit), len(self.slots)
-        self.free[i % m] = self.ctx.event(self.ctx.compute)
+        self.free[i % m] = [self.ctx.event(self.ctx.compute)]
+        self.unread[i % m] = False
         if i + m < len(self.order):
             self._upload(i + m)
 
@@ -496,6 +554,12 @@ def _tables_bytes(domain):
     (``_cuda_ntt.H_TABLES``, 32 bytes per element each) and constants (< 4 KiB)."""
     from .. import _cuda_ntt
     return len(_cuda_ntt.H_TABLES) * domain * _FR + 4096
+
+
+def _key_device_bytes(pk):
+    """Device bytes of ``pk`` resident without precomputed copies: its five queries and the
+    H stage's tables (``ResidentKey`` with ``precompute=1``)."""
+    return sum(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values()) + _tables_bytes(pk.domain_size)
 
 
 def _warm_tables(device, lg, stream):
@@ -729,6 +793,10 @@ class CudaStages(CpuStages):
         budget leaves beside one partition, 0.25–4 GiB).
     stream_slots : int or None
         How many such slots (None: ``STREAM_SLOTS``).
+    key_where : str
+        Where ``load_key`` puts a key by default: "auto" (on the device when it and one
+        partition fit the budget, else streamed from host memory), "device" or "host" (the
+        stage option ``key_where``).
     """
 
     name = "cuda"
@@ -736,8 +804,9 @@ class CudaStages(CpuStages):
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
-                 stream_slots=None):
+                 stream_slots=None, key_where="auto"):
         super().__init__(threads)
+        self.key_where = key_where_arg(key_where)
         self.stream_slots = stream_slots
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
@@ -775,18 +844,33 @@ class CudaStages(CpuStages):
         budget = budget if budget is not None else device_budget(self.device)
         return CudaContext(self, budget, self.threads if threads is None else threads, name)
 
-    def load_key(self, pk, budget=None, progress=None, where="auto", lasting=True):
+    def load_key(self, pk, budget=None, progress=None, where=None, lasting=True, partitions=1):
         """Make ``pk`` usable on the device.
 
         ``where``: "device" (``ResidentKey``: upload once; BudgetError when it does not fit),
         "host" (``StreamedKey``: queries streamed per partition), or "auto" (device when the budget
-        admits it now, else host, said once in the log).  ``lasting=False`` (``cuzk.prove``: the
-        key serves one call): ``precompute="auto"`` makes no copies, whose build (2^27, 2 copies:
-        9.8 s on the H200) takes ~140 partitions to repay (−68 ms each)."""
+        less its resident keys admits the key and one partition beside it (``partition_bytes``)
+        and the key fits now, else host, said once in the log); None: the stage option
+        ``key_where``.  ``lasting=False`` (``cuzk.prove``: the key serves one call):
+        ``precompute="auto"`` makes no copies, whose build (2^27, 2 copies: 9.8 s on the H200)
+        takes ~140 partitions to repay (−68 ms each).
+        ``partitions``: how many partitions the caller keeps in flight (the engine: its workers
+        per device), for a streamed key's slot size (``stream_chunk_bytes``).
+
+        A resident key whose partitions must take turns still beats a streamed one where two
+        partitions overlap: 2^27 on the H200 in 80 GiB, 1.54 s per partition resident (one at a
+        time) against the streamed region's 1.55 s alone (bench/RESULTS.md session 27)."""
         budget = budget if budget is not None else device_budget(self.device)
-        if where not in ("auto", "device", "host"):
-            raise ValueError(f"where must be 'auto', 'device' or 'host', got {where!r}")
+        where = self.key_where if where is None else key_where_arg(where)
         pre = 1 if self.precompute == "auto" and not lasting else self.precompute
+        lg = pk.domain_size.bit_length() - 1
+        if where == "auto" and budget is not None and budget.total is not None:
+            need, room = _key_device_bytes(pk) + partition_bytes(pk.domain_size), budget.total - budget.lasting
+            if need > room:
+                log.info("key of domain 2^%d and one partition need %.2f GiB, %s leaves %.2f beside "
+                         "its resident keys: the key is kept in host memory and streamed per "
+                         "partition", lg, need / (1 << 30), budget.name, room / (1 << 30))
+                where = "host"
         if where != "host":
             try:
                 return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
@@ -795,8 +879,9 @@ class CudaStages(CpuStages):
                 if where == "device":
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
-                         "streamed per partition", pk.domain_size.bit_length() - 1, budget.name, e)
-        return StreamedKey(pk, self.device, budget, self.stream_chunk, self.stream_slots)
+                         "streamed per partition", lg, budget.name, e)
+        return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
+                           partitions)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -931,10 +1016,10 @@ class CudaStages(CpuStages):
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
         try:
-            if key.where == "host":     # a streamed key: its slots, the largest H chunk's MSM
+            if key.where == "host":     # a streamed key: the largest H chunk's MSM
                 m = min(key.chunk_points, n - 1)
                 h = self._h_chunk_plan(m, m)
-                nbytes = abc + n * _FR + key.slots * _align(key.slot_bytes) + h.scratch_bytes
+                nbytes = abc + n * _FR + h.scratch_bytes
             else:
                 h = self._h_plan(key, n)
                 nbytes = abc + n * _FR + h.scratch_bytes
@@ -1065,18 +1150,16 @@ class CudaStages(CpuStages):
 
     def _stage(self, part, uploads, outputs, block=True, after=None):
         """Reserve, then allocate and enqueue: the device bytes of ``uploads`` (an upload with no
-        array is only allocated), with ``outputs`` also H's output and a streamed key's slots,
+        array is only allocated), with ``outputs`` also H's output,
         and the scratch the plans so far need beyond the scratch reserved already; result views
         for the new plans; the uploads through the worker's pinned ring on its upload stream;
         ``part.uploaded`` an event after them.  ``block``: whether the reservation may wait for the
         bytes (``Budget.reserve``).  ``after``: {upload name: f(event)}, called with an event on
         the upload stream right after that upload is enqueued."""
-        key, ctx, n = part.key, part.ctx, part.n
+        ctx, n = part.ctx, part.n
         dev_bytes = sum(_align(nb) for _, _, nb in uploads)
         if outputs:
             dev_bytes += n * _FR                            # H's output
-            if key.where == "host":
-                dev_bytes += key.slots * _align(key.slot_bytes)
         scratch = self._scratch_peak(part)
         dev_bytes += max(0, scratch - part.scratch_reserved)
         tm = part.timings       # stage:reserve / stage:alloc / stage:put: where an upload's time goes
@@ -1103,9 +1186,6 @@ class CudaStages(CpuStages):
                 after[name](ctx.event(up))
         if outputs:
             part.dev["h"] = self.pool.alloc(n * _FR, up)
-            if key.where == "host":
-                for k in range(key.slots):
-                    part.dev[f"slot{k}"] = self.pool.alloc(max(key.slot_bytes, 4), up)
         part.uploaded = ctx.event(up)
 
     def _abc_regions(self, part, uploads, stream):
@@ -1193,8 +1273,11 @@ class CudaStages(CpuStages):
     def run(self, part):
         units = [_unit_of(name) for name, _, _ in part.plans]
         bases = part.bases = _Bases(part, list(dict.fromkeys(units)))    # in first-use order
-        self._enqueue_head(part, bases)
-        done = self._enqueue_rest(part, bases)
+        try:
+            self._enqueue_head(part, bases)
+            done = self._enqueue_rest(part, bases)
+        finally:
+            bases.close()
         self._check_rows(part)
         return done
 
@@ -1526,16 +1609,27 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS):
+def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1):
     """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
-    budget has ``free`` bytes (None: no limit) before its ``tables``: what one partition leaves (a,
-    b, c, H's output and ``_tails_allowance``) shared by the slots, within [``STREAM_CHUNK_MIN``,
-    ``STREAM_CHUNK_MAX``].  At the lower bound the partition may still not fit: its reservation
-    then says so (``BudgetError``)."""
+    budget has ``free`` bytes (None: no limit) before its ``tables``: what ``partitions``
+    partitions in flight leave (``partition_bytes`` each), shared by the slots, within
+    [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  Fewer partitions when that slot would be
+    smaller than ``STREAM_CHUNK_SHARED`` (down to one, which takes what is left).  At the lower
+    bound one partition may still not fit: its reservation then says so (``BudgetError``)."""
     if free is None:
         return STREAM_CHUNK_MAX
-    left = free - tables - 4 * domain * _FR - _tails_allowance(domain)
-    return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, left // slots))
+    for p in range(max(1, int(partitions)), 0, -1):
+        chunk = (free - tables - p * partition_bytes(domain)) // slots
+        if p == 1 or chunk >= STREAM_CHUNK_SHARED:
+            return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
+
+
+def partition_bytes(domain):
+    """Device bytes one partition at ``domain`` reserves beside its key, as the key placement
+    counts them before any witness is seen: a, b, c and H's output (4·n·32) and
+    ``_tails_allowance`` (2^27 PoRep-like: 19.2 GiB counted, 17.0–18.3 reserved in the runs of
+    bench/RESULTS.md sessions 25–27)."""
+    return 4 * domain * _FR + _tails_allowance(domain)
 
 
 def _tails_allowance(domain, room=0):
