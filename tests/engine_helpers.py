@@ -162,7 +162,7 @@ class FakeStages:
     def context(self, budget=None, threads=None, name="w0"):
         return StageContext(self, budget, threads, name)
 
-    def load_key(self, pk, budget=None, progress=None, lasting=True):
+    def load_key(self, pk, budget=None, progress=None, lasting=True, partitions=1):
         return HostKey(pk, budget.reserve(10, "fake key") if budget is not None else None)
 
     def prepare(self, key, asg, ctx, r=None, s=None, check=True, upload=True):

@@ -705,6 +705,14 @@ def test_stream_chunk_bytes_by_budget():
     assert stream_chunk_bytes(n, 40 * gib, tables, 3, 2) == stream_chunk_bytes(n, 40 * gib, tables, 3, 1)
     assert stream_chunk_bytes(n, 60 * gib, tables, 3, 2) == STREAM_CHUNK_MAX     # 2 × 19.2 + 8 + 12
     assert STREAM_CHUNK_SHARED <= stream_chunk_bytes(n, 52 * gib, tables, 3, 2) < STREAM_CHUNK_MAX
+    # ``room``: tails that take their scratch from a, b, c's buffer leave more for the slots; a
+    # streamed 2^27 partition counts 17.6 GiB (reserved 17.02 in bench/RESULTS.md session 27), so
+    # two fit in 48 GiB beside 3 slots of 1.6 GiB (not with the 19.2 GiB of no room)
+    whole = 3 * n * 32
+    assert partition_bytes(n, whole) == 4 * n * 32 + 2 * n * 32 // 5 < part
+    assert stream_chunk_bytes(n, 48 * gib, tables, 3, 2) == stream_chunk_bytes(n, 48 * gib, tables, 3, 1)
+    c = stream_chunk_bytes(n, 48 * gib, tables, 3, 2, whole)
+    assert STREAM_CHUNK_SHARED <= c and tables + 2 * partition_bytes(n, whole) + 3 * c <= 48 * gib
 
 
 def test_bench_single_paths(fake, monkeypatch, circuit):

@@ -28,7 +28,7 @@ class _Counting(CpuStages):
         self.budget = Budget(None, "test")
         self.loads, self.lasting, self.made, self.closed = 0, [], 0, 0
 
-    def load_key(self, pk, budget=None, progress=None, lasting=True):
+    def load_key(self, pk, budget=None, progress=None, lasting=True, partitions=1):
         self.loads += 1
         self.lasting.append(lasting)
         return super().load_key(pk, self.budget, progress, lasting)

@@ -355,7 +355,8 @@ class StreamedKey:
 
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
-    ``partitions`` partitions in flight), divided by the largest point (G2's 192 bytes when the
+    ``partitions`` partitions in flight whose tails may take ``room`` bytes of a, b, c's buffer),
+    divided by the largest point (G2's 192 bytes when the
     key has B_G2 points) and rounded down to ``_CHUNK_ALIGN`` points.  So a 2^27 PoRep key
     (44 GiB) needs a few slots of 0.25–4 GiB on the device, and proves where its tables, the
     slots, a, b, c and H fit (a 30 GiB budget: peak 27.8 GiB, bench/RESULTS.md session 26).
@@ -363,7 +364,7 @@ class StreamedKey:
 
     where = "host"
 
-    def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1):
+    def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0):
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
         if self.slots < 2:
@@ -377,7 +378,7 @@ class StreamedKey:
         tables = _tables_bytes(pk.domain_size)
         if chunk_bytes is None:
             chunk_bytes = stream_chunk_bytes(pk.domain_size, None if budget is None else budget.free,
-                                             tables, self.slots, partitions)
+                                             tables, self.slots, partitions, room)
         widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
         self.slot_bytes = max(4, max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
@@ -880,8 +881,10 @@ class CudaStages(CpuStages):
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", lg, budget.name, e)
+        # a streamed key's reductions run on one stream: its tails may take a, b, c's whole buffer
+        room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
-                           partitions)
+                           partitions, room)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -1609,27 +1612,29 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1):
+def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, room=0):
     """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
     budget has ``free`` bytes (None: no limit) before its ``tables``: what ``partitions``
-    partitions in flight leave (``partition_bytes`` each), shared by the slots, within
-    [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  Fewer partitions when that slot would be
+    partitions in flight leave (``partition_bytes(domain, room)`` each), shared by the slots,
+    within [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  Fewer partitions when that slot would be
     smaller than ``STREAM_CHUNK_SHARED`` (down to one, which takes what is left).  At the lower
     bound one partition may still not fit: its reservation then says so (``BudgetError``)."""
     if free is None:
         return STREAM_CHUNK_MAX
     for p in range(max(1, int(partitions)), 0, -1):
-        chunk = (free - tables - p * partition_bytes(domain)) // slots
+        chunk = (free - tables - p * partition_bytes(domain, room)) // slots
         if p == 1 or chunk >= STREAM_CHUNK_SHARED:
             return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
 
 
-def partition_bytes(domain):
+def partition_bytes(domain, room=0):
     """Device bytes one partition at ``domain`` reserves beside its key, as the key placement
     counts them before any witness is seen: a, b, c and H's output (4·n·32) and
-    ``_tails_allowance`` (2^27 PoRep-like: 19.2 GiB counted, 17.0–18.3 reserved in the runs of
-    bench/RESULTS.md sessions 25–27)."""
-    return 4 * domain * _FR + _tails_allowance(domain)
+    ``_tails_allowance(domain, room)`` (``room``: the bytes of a, b, c's buffer its tail MSMs may
+    take, ``side_scratch``).  2^27 PoRep-like: 19.2 GiB counted with no room, 17.6 with a, b, c's
+    whole buffer (a streamed key's one stream); reserved 17.02–18.26 in the runs of
+    bench/RESULTS.md sessions 25–27."""
+    return 4 * domain * _FR + _tails_allowance(domain, room)
 
 
 def _tails_allowance(domain, room=0):
