@@ -594,6 +594,61 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("resident", [("h",), ("l", "b_g1", "b_g2"), ("h", "a")])
+def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident):
+    """A key split by ``stream_plan`` (``StreamedKey(resident=...)``): the resident queries are
+    uploaded once with the key (counted in its lasting bytes) and read in place as one chunk each,
+    never through the slots; the others stream in chunks; the CPU's bytes, twice; the budget
+    returns to zero.  "auto" in a budget too small for the whole key beside two partitions, with
+    two partitions asked for, splits it as ``stream_plan`` says."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import (CudaStages, StreamedKey, _align, _key_device_bytes, _query_bytes,
+                                    _tables_bytes, partition_bytes, stream_plan)
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 10)
+    pk = keygen_random(r1cs, seed=10)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    budget = Budget(None, "big")
+    ctx = st.context(budget=budget)
+    key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=resident)
+    kept = sum(_align(_query_bytes(pk, q)) for q in resident)
+    assert key.resident == tuple(q for q in ("h", "l", "a", "b_g1", "b_g2") if q in resident)
+    assert key.nbytes == _tables_bytes(pk.domain_size) + 3 * _align(key.slot_bytes) + kept
+    assert budget.lasting == key.nbytes
+    for q in resident:
+        assert key.chunks(q) == [(0, key.points(q))]
+    with pytest.raises(ValueError, match="together"):
+        StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=("b_g2",))
+    streamed = sum(_query_bytes(pk, q) for q in ("h", "l", "a", "b_g1", "b_g2") if q not in resident)
+    for i in range(2):
+        part = st.prepare(key, asg, ctx, 7 + i, 8)
+        up0 = part.bytes_uploaded
+        st.run(part).synchronize()
+        assert part.bytes_uploaded - up0 == streamed       # only the streamed queries' chunks
+        assert st.finish(part) == prove(pk, asg, 7 + i, 8, backend="cpu")
+    key.release()
+    assert budget.used == 0
+    ctx.close()
+    # auto: a budget that holds a split beside two partitions but not the whole key (the slot
+    # floors scaled down to this key's size)
+    import cuzk._stages._cuda as sc
+    monkeypatch.setattr(sc, "STREAM_CHUNK_SHARED", 2048)
+    monkeypatch.setattr(sc, "STREAM_CHUNK_MIN", 1024)
+    st2 = CudaStages(threads=1, b_g2="gpu")
+    total = _key_device_bytes(pk) + 2 * partition_bytes(pk.domain_size) - 1
+    want = stream_plan(pk, total, 3, 2, 3 * pk.domain_size * 32)
+    assert want[0] == 2 and want[1]
+    budget = Budget(total, "split")
+    key = st2.load_key(pk, budget=budget, partitions=2)
+    assert isinstance(key, StreamedKey) and key.resident == want[1]
+    key.release()                # (a partition this small reserves far more than its estimate)
+    assert budget.used == 0
+
+
 def test_cuda_stages_streamed_key_slots_pass_between_partitions(fake, monkeypatch):
     """The streamed key's slots are the key's, reserved once with it: a partition reserves
     none, and the next partition's first refill of each slot waits for the events after the

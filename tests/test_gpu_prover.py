@@ -185,6 +185,27 @@ def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
     assert got == [prove(pk, asg, 41 + i, 42 + i, backend="cpu") for i in range(2)]
 
 
+@pytest.mark.parametrize("resident", [("h", "l"), ("a", "b_g1", "b_g2")])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_partly_resident_key_bytes_equal_cpu(resident):
+    """A key split by ``stream_plan``'s rule (``StreamedKey(resident=...)``): the resident queries
+    read in place, the others streamed through 1 MiB slots; the CPU backend's bytes, twice."""
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    pk, asg = _circuit(16, 23)
+    st = CudaStages()
+    ctx = st.context()
+    key = StreamedKey(pk, st.device, st.pool, None, 1 << 20, resident=resident)
+    try:
+        assert all(len(key.chunks(q)) == 1 for q in resident)
+        assert all(len(key.chunks(q)) > 1 for q in ("h", "l", "a") if q not in resident)
+        got = [st.prove_one(key, asg, ctx, 51 + i, 52, verify=True)[0] for i in range(2)]
+    finally:
+        key.release()
+        ctx.close()
+    assert got == [prove(pk, asg, 51 + i, 52, backend="cpu") for i in range(2)]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
 def test_cuda_streamed_key_slots_shared_by_threads():

@@ -364,7 +364,8 @@ class StreamedKey:
 
     where = "host"
 
-    def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0):
+    def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
+                 resident=()):
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
         if self.slots < 2:
@@ -374,16 +375,26 @@ class StreamedKey:
         self.slot_bufs = []
         self.slot_free = [[] for _ in range(self.slots)]
         self._slot_lock = threading.Lock()
+        self._bufs = {}
+        bad = set(resident) - set(QUERIES)
+        if bad:
+            raise ValueError(f"resident queries must be among {sorted(QUERIES)}, got {sorted(bad)}")
+        if any(0 < len(set(u) & set(resident)) < len(u) for u in _SPLIT_UNITS):
+            raise ValueError(f"b_g1 and b_g2 are resident together or not at all, got {sorted(resident)}")
+        # the queries kept on the device (a partly resident key: ``stream_plan``)
+        self.resident = tuple(q for q in QUERIES if q in set(resident) and self.points(q))
         lg = pk.domain_size.bit_length() - 1
         tables = _tables_bytes(pk.domain_size)
+        kept = sum(_align(_query_bytes(pk, q)) for q in self.resident)
         if chunk_bytes is None:
-            chunk_bytes = stream_chunk_bytes(pk.domain_size, None if budget is None else budget.free,
-                                             tables, self.slots, partitions, room)
-        widest = _POINT_BYTES["g2" if pk.b_g2.shape[0] else "g1"]
+            free = None if budget is None or budget.free is None else budget.free - kept
+            chunk_bytes = stream_chunk_bytes(pk.domain_size, free, tables, self.slots, partitions, room)
+        widest = max([_POINT_BYTES[g] for q, (_, g) in QUERIES.items()
+                      if self.points(q) and q not in self.resident] or [_POINT_BYTES["g1"]])
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
-        self.slot_bytes = max(4, max(min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
-                                     for q, (_, g) in QUERIES.items()))
-        self.nbytes = tables + self.slots * _align(self.slot_bytes)
+        self.slot_bytes = max([4] + [min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
+                                     for q, (_, g) in QUERIES.items() if q not in self.resident])
+        self.nbytes = tables + self.slots * _align(self.slot_bytes) + kept
         self.h_plan_args = {"k": 1, "c": None}
         self.precompute_bytes = 0
         if budget is not None:
@@ -398,6 +409,10 @@ class StreamedKey:
             up = d.Stream(device)
             try:
                 self.slot_bufs = [pool.alloc(self.slot_bytes, up) for _ in range(self.slots)]
+                for q in self.resident:     # straight from the page-locked query
+                    nb = _query_bytes(pk, q)
+                    self._bufs[q] = pool.alloc(nb, up)
+                    d.copy_htod(self._bufs[q], self.host_ptr(q), nb, up)
                 _warm_tables(device, lg, up)
                 up.synchronize()
             finally:
@@ -411,9 +426,15 @@ class StreamedKey:
         return int(getattr(self.pk, QUERIES[q][0]).shape[0])
 
     def chunks(self, q):
-        """[(lo, hi)]: query q's chunks of points, in order."""
+        """[(lo, hi)]: query q's chunks of points, in order (one for a resident query)."""
         n, c = self.points(q), self.chunk_points
+        if q in self.resident:
+            return [(0, n)]
         return [(lo, min(n, lo + c)) for lo in range(0, n, c)]
+
+    def ptr(self, q):
+        """Device address of resident query q's bases (``resident``)."""
+        return self._bufs[q].ptr
 
     def host_ptr(self, q):
         r = self._regs.get(q)
@@ -436,7 +457,8 @@ class StreamedKey:
             for e in evs:
                 e.synchronize()
         self.slot_free = [[] for _ in range(self.slots)]
-        bufs, self.slot_bufs = self.slot_bufs, []
+        bufs, self.slot_bufs = self.slot_bufs + list(self._bufs.values()), []
+        self._bufs = {}
         for b in bufs:
             b.free()
         regs, self._regs = self._regs, {}
@@ -447,7 +469,8 @@ class StreamedKey:
             self._res = None
 
     def __repr__(self):
-        return f"StreamedKey(domain={self.pk.domain_size}, {self.slots} slots of {self.slot_bytes} bytes)"
+        kept = f", resident {'/'.join(self.resident)}" if self.resident else ""
+        return f"StreamedKey(domain={self.pk.domain_size}, {self.slots} slots of {self.slot_bytes} bytes{kept})"
 
 
 class _Bases:
@@ -463,6 +486,8 @@ class _Bases:
         self.part, self.key, self.ctx, self.order = part, part.key, part.ctx, order
         self.streamed = part.key.where == "host"
         if self.streamed:
+            # the units that go through the slots (a partly resident key reads the others in place)
+            self.order = order = [u for u in order if u[0] not in self.key.resident]
             self.slots, self.free = self.key.take_slots()
             # per slot: whether its last upload has no reader enqueued yet (then a successor's
             # refill also waits for that upload: ``close``), and that upload's event
@@ -507,6 +532,8 @@ class _Bases:
         """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
         if not self.streamed:
             return self.key.ptr(unit)
+        if unit[0] in self.key.resident:
+            return self.key.ptr(unit[0])
         if unit not in self.waited:         # a unit's ones and tail: one wait
             self.waited.add(unit)
             c = self.ctx.compute
@@ -518,7 +545,7 @@ class _Bases:
     def done(self, unit):
         """The kernels reading ``unit`` are enqueued: refill its slot with the unit as many places
         on as there are slots."""
-        if not self.streamed:
+        if not self.streamed or unit[0] in self.key.resident:
             return
         i, m = self.order.index(unit), len(self.slots)
         self.free[i % m] = [self.ctx.event(self.ctx.compute)]
@@ -557,10 +584,15 @@ def _tables_bytes(domain):
     return len(_cuda_ntt.H_TABLES) * domain * _FR + 4096
 
 
+def _query_bytes(pk, q):
+    """Bytes of query q's points."""
+    return int(getattr(pk, QUERIES[q][0]).nbytes)
+
+
 def _key_device_bytes(pk):
     """Device bytes of ``pk`` resident without precomputed copies: its five queries and the
     H stage's tables (``ResidentKey`` with ``precompute=1``)."""
-    return sum(int(getattr(pk, attr).nbytes) for attr, _ in QUERIES.values()) + _tables_bytes(pk.domain_size)
+    return sum(_query_bytes(pk, q) for q in QUERIES) + _tables_bytes(pk.domain_size)
 
 
 def _warm_tables(device, lg, stream):
@@ -849,29 +881,40 @@ class CudaStages(CpuStages):
         """Make ``pk`` usable on the device.
 
         ``where``: "device" (``ResidentKey``: upload once; BudgetError when it does not fit),
-        "host" (``StreamedKey``: queries streamed per partition), or "auto" (device when the budget
-        less its resident keys admits the key and one partition beside it (``partition_bytes``)
-        and the key fits now, else host, said once in the log); None: the stage option
-        ``key_where``.  ``lasting=False`` (``cuzk.prove``: the key serves one call):
-        ``precompute="auto"`` makes no copies, whose build (2^27, 2 copies: 9.8 s on the H200)
-        takes ~140 partitions to repay (−68 ms each).
-        ``partitions``: how many partitions the caller keeps in flight (the engine: its workers
-        per device), for a streamed key's slot size (``stream_chunk_bytes``).
+        "host" (``StreamedKey``: every query streamed per partition), or "auto": on the device
+        when the budget less its resident keys holds the key and ``partitions`` partitions
+        (``partition_bytes``); else split by ``stream_plan`` (some queries resident, the rest
+        streamed) when that keeps two or more partitions in flight; else on the device when one
+        partition fits beside it (they take turns); else split for one partition (said once in
+        the log).  None: the stage option ``key_where``.  ``lasting=False`` (``cuzk.prove``: the
+        key serves one call): ``precompute="auto"`` makes no copies, whose build (2^27, 2 copies:
+        9.8 s on the H200) takes ~140 partitions to repay (−68 ms each).  ``partitions``: how many
+        partitions the caller keeps in flight (the engine: its workers per device).
 
-        A resident key whose partitions must take turns still beats a streamed one where two
-        partitions overlap: 2^27 on the H200 in 80 GiB, 1.54 s per partition resident (one at a
-        time) against the streamed region's 1.55 s alone (bench/RESULTS.md session 27)."""
+        A resident key whose partitions take turns beats a wholly streamed one with two in
+        flight: 2^27 on the H200 in 80 GiB, 15.42 against 16.36 s per 10 partitions
+        (bench/RESULTS.md session 27)."""
         budget = budget if budget is not None else device_budget(self.device)
         where = self.key_where if where is None else key_where_arg(where)
         pre = 1 if self.precompute == "auto" and not lasting else self.precompute
         lg = pk.domain_size.bit_length() - 1
+        # a streamed key's reductions run on one stream: its tails may take a, b, c's whole buffer
+        room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
+        kept = ()
         if where == "auto" and budget is not None and budget.total is not None:
-            need, room = _key_device_bytes(pk) + partition_bytes(pk.domain_size), budget.total - budget.lasting
-            if need > room:
-                log.info("key of domain 2^%d and one partition need %.2f GiB, %s leaves %.2f beside "
-                         "its resident keys: the key is kept in host memory and streamed per "
-                         "partition", lg, need / (1 << 30), budget.name, room / (1 << 30))
-                where = "host"
+            whole, left = _key_device_bytes(pk), budget.total - budget.lasting
+            part = partition_bytes(pk.domain_size)
+            if whole + partitions * part > left:
+                p, kept = stream_plan(pk, budget.free, STREAM_SLOTS if self.stream_slots is None
+                                      else int(self.stream_slots), partitions, room)
+                if p < 2 and whole + part <= left:
+                    kept = ()               # one partition at a time either way: all resident
+                else:
+                    log.info("key of domain 2^%d: %s streamed per partition, %d partition(s) in "
+                             "flight beside it (%s leaves %.2f GiB beside its resident keys)", lg,
+                             f"queries {'/'.join(kept)} resident, the rest" if kept else "every query",
+                             p, budget.name, left / (1 << 30))
+                    where = "host"
         if where != "host":
             try:
                 return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
@@ -881,10 +924,8 @@ class CudaStages(CpuStages):
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", lg, budget.name, e)
-        # a streamed key's reductions run on one stream: its tails may take a, b, c's whole buffer
-        room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
-                           partitions, room)
+                           partitions, room, resident=kept)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -1020,7 +1061,7 @@ class CudaStages(CpuStages):
         ctx.results.warm(1 << 20)
         try:
             if key.where == "host":     # a streamed key: the largest H chunk's MSM
-                m = min(key.chunk_points, n - 1)
+                m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)
                 h = self._h_chunk_plan(m, m)
                 nbytes = abc + n * _FR + h.scratch_bytes
             else:
@@ -1076,8 +1117,9 @@ class CudaStages(CpuStages):
             part.plans = self._plans(part.key, part.prep, n)
         self._slab(part, sum(p.host_rows * XYZZ_WORDS[_group_of(name)]
                              for name, _, p in part.plans))
-        chunk = part.key.chunk_points if part.key.where == "host" else None
-        self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep, chunk), outputs=True)
+        key = part.key
+        chunk, kept = (key.chunk_points, key.resident) if key.where == "host" else (None, ())
+        self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep, chunk, kept), outputs=True)
 
     def _stage_in_abc(self, part, wait=True):
         """The early path's first upload (before prep_msm): a, b (c's buffer allocated: H's
@@ -1113,17 +1155,18 @@ class CudaStages(CpuStages):
         return [("c", None, n * _FR), ("a", asg.a, n * _FR), ("b", asg.b, n * _FR)]
 
     @staticmethod
-    def _prep_uploads(prep, chunk=None):
+    def _prep_uploads(prep, chunk=None, resident=()):
         """(device name, host array, device bytes) of prep_msm's output, in staging order.  With a
         streamed key's ``chunk`` (points), the tail indices relative to their chunk (idx mod
-        chunk: a chunk's tail MSM reads its bases from the slot that holds that chunk)."""
+        chunk: a chunk's tail MSM reads its bases from the slot that holds that chunk), but those
+        of its ``resident`` queries (one chunk, read in place)."""
         out = []
         for q in ("l", "a", "b"):
             out.append((q + "_ones", prep[q + "_ones"], prep[q + "_ones"].nbytes))
             sc = prep[q + "_tail_scalars"]
             out.append((q + "_tail_scalars", sc, sc.nbytes))
             idx = np.asarray(prep[q + "_tail_idx"], dtype=np.uint32)   # uint32 from prep_msm: no copy
-            if chunk is not None:
+            if chunk is not None and not any(g.startswith(q) for g in resident):
                 idx = idx % np.uint32(chunk)
             out.append((q + "_tail_idx", idx, idx.shape[0] * 4))
         return out
@@ -1625,6 +1668,43 @@ def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, r
         chunk = (free - tables - p * partition_bytes(domain, room)) // slots
         if p == 1 or chunk >= STREAM_CHUNK_SHARED:
             return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
+
+
+# What a partly resident key keeps or streams together: B_G1 and B_G2 share their tail indices
+# (uploaded chunk-relative for a streamed query, absolute for a resident one).
+_SPLIT_UNITS = (("h",), ("l",), ("a",), ("b_g1", "b_g2"))
+
+
+def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0):
+    """(p, resident): how a key that is not kept whole on the device is split when the budget has
+    ``free`` bytes: which queries stay resident (``StreamedKey(resident=...)``) and how many
+    partitions p <= ``partitions`` fit in flight beside it (``partition_bytes(domain, room)``
+    each).  The largest p for which some split leaves each of the ``slots`` slots at least
+    ``STREAM_CHUNK_SHARED`` (for p = 1: ``STREAM_CHUNK_MIN``; streaming every query always
+    counts as fitting there); among those splits, the one whose streamed queries make the fewest
+    chunks (each chunk's reductions have a fixed cost: ~6 ms of region per chunk at 2^27,
+    bench/RESULTS.md session 26), then the one that keeps the most bytes resident."""
+    n = pk.domain_size
+    tables = _tables_bytes(n)
+    qs = [q for q in QUERIES if _query_bytes(pk, q)]
+    units = [u for u in _SPLIT_UNITS if any(q in qs for q in u)]
+    for p in range(max(1, int(partitions)), 0, -1):
+        floor = STREAM_CHUNK_SHARED if p > 1 else STREAM_CHUNK_MIN
+        avail = free - tables - p * partition_bytes(n, room)
+        best = None
+        for mask in range((1 << len(units)) - 1):       # every split but "all resident"
+            kept = tuple(q for q in qs if any(mask >> i & 1 and q in u for i, u in enumerate(units)))
+            kb = sum(_align(_query_bytes(pk, q)) for q in kept)
+            chunk = min(STREAM_CHUNK_MAX, (avail - kb) // slots)
+            if chunk < floor and (p > 1 or kept):
+                continue
+            chunk = max(chunk, STREAM_CHUNK_MIN)
+            count = sum(-(-_query_bytes(pk, q) // chunk) for q in qs if q not in kept)
+            cand = (count, -kb, kept)
+            if best is None or cand < best:
+                best = cand
+        if best is not None:
+            return p, best[2]
 
 
 def partition_bytes(domain, room=0):
