@@ -891,9 +891,11 @@ class CudaStages(CpuStages):
         9.8 s on the H200) takes ~140 partitions to repay (−68 ms each).  ``partitions``: how many
         partitions the caller keeps in flight (the engine: its workers per device).
 
-        A resident key whose partitions take turns beats a wholly streamed one with two in
-        flight: 2^27 on the H200 in 80 GiB, 15.42 against 16.36 s per 10 partitions
-        (bench/RESULTS.md session 27)."""
+        Measured at 2^27 on the H200 in 80 GiB, two workers (bench/RESULTS.md session 27): the
+        whole key resident with its partitions taking turns 15.41–15.42 s per 10 partitions,
+        wholly streamed with two in flight 16.36, split (H and L resident) with two in flight
+        15.59 (steady 15.12 against 15.48): splitting ties the resident key there and is what
+        lets two partitions in where the key and one partition only just fit."""
         budget = budget if budget is not None else device_budget(self.device)
         where = self.key_where if where is None else key_where_arg(where)
         pre = 1 if self.precompute == "auto" and not lasting else self.precompute
