@@ -362,6 +362,7 @@ def test_key_cache_and_evict(tmp_path):
         assert eng.load(pk5) is k5 and len(eng.keys) == 2
         st = eng.status()
         assert [x["where"] for x in st["keys"]] == [["host", "host"], ["host", "host"]]
+        assert [x["kept"] for x in st["keys"]] == [[[], []], [[], []]]
         assert [x["h_msm"] for x in st["keys"]] == [[None, None], [None, None]]   # no H copies on the CPU
         verify_all(pk4, eng.submit(str(path), [a4] * 2).result(TIMEOUT), [a4] * 2)
         verify_all(pk5, eng.submit(k5, [a5]).result(TIMEOUT), [a5])

@@ -104,8 +104,9 @@ def worker_threads(thread_share, threads, n_workers):
 class EngineKey:
     """A proving key loaded into an engine: the host ``pk`` and one resident key per device.
 
-    ``path`` is the file it came from (None for a ProvingKey passed in); ``nbytes`` and
-    ``where`` are per device (``"device"`` or ``"host"``).
+    ``path`` is the file it came from (None for a ProvingKey passed in); ``nbytes``, ``where``
+    (``"device"`` or ``"host"``) and ``kept`` (the queries of a ``"host"`` key kept on the device
+    anyway: a partly resident key) are per device.
     """
 
     def __init__(self, pk, path, resident):
@@ -121,6 +122,10 @@ class EngineKey:
     @property
     def where(self):
         return [getattr(k, "where", "host") for _, k in sorted(self.resident.items())]
+
+    @property
+    def kept(self):
+        return [list(getattr(k, "resident", ())) for _, k in sorted(self.resident.items())]
 
     @property
     def h_msm(self):
@@ -975,7 +980,7 @@ class Engine:
         failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
-                     "where": k.where, "h_msm": k.h_msm, "in_use": k.in_use}
+                     "where": k.where, "kept": k.kept, "h_msm": k.h_msm, "in_use": k.in_use}
                     for k in self._keys.values()]
         with self._jobs_lock:
             jobs = len(self._jobs)

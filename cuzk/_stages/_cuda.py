@@ -345,13 +345,18 @@ class StreamedKey:
     of a partition runs per chunk: the H MSM over the chunk's scalars, a batch addition over the
     chunk's bits, a tail MSM over the tail entries whose indices fall in it; ``finish`` adds the
     partial sums).  ``where`` is ``"host"``; ``nbytes`` the device bytes reserved for good (the
-    warm-up tables and the slots); ``slot_bytes`` the largest chunk of any query.
+    warm-up tables, the slots and the ``resident`` queries); ``slot_bytes`` the largest chunk of
+    any streamed query.
 
     The slots belong to the key, not to a partition: partitions that use them take turns while
     their kernel regions are enqueued (``take_slots``), and each refill waits for the kernels of
     the previous user of its slot (``slot_free``: events, kept from one partition to the next),
     so a partition reserves no slot and the next one's first chunks upload as soon as the last
     kernels reading them are done.
+
+    ``resident``: queries kept on the device anyway (a partly resident key, ``stream_plan``),
+    uploaded once with the key and read in place as one chunk each (B_G1 and B_G2 together:
+    their tails share one index array, uploaded chunk-relative only for streamed queries).
 
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
@@ -827,9 +832,9 @@ class CudaStages(CpuStages):
     stream_slots : int or None
         How many such slots (None: ``STREAM_SLOTS``).
     key_where : str
-        Where ``load_key`` puts a key by default: "auto" (on the device when it and one
-        partition fit the budget, else streamed from host memory), "device" or "host" (the
-        stage option ``key_where``).
+        Where ``load_key`` puts a key by default: "auto" (on the device, wholly or in part
+        (``stream_plan``), as the budget and the partitions in flight allow; the rest streamed
+        from host memory), "device" or "host" (the stage option ``key_where``).
     """
 
     name = "cuda"
