@@ -533,28 +533,27 @@ class _Bases:
         self.unread[k] = True
         self.uploads.append((start, self.ready[(q, j)]))
 
-    def ptr(self, unit, stream=None):
-        """The device address of ``unit``'s bases for kernels enqueued next on ``stream`` (None:
-        the compute stream; every unit that goes through the slots on one stream)."""
+    def ptr(self, unit):
+        """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
         if not self.streamed:
             return self.key.ptr(unit)
         if unit[0] in self.key.resident:
             return self.key.ptr(unit[0])
         if unit not in self.waited:         # a unit's ones and tail: one wait
             self.waited.add(unit)
-            c = self.ctx.compute if stream is None else stream
+            c = self.ctx.compute
             before = self.ctx.event(c, timing=True)
             c.wait_event(self.ready[unit])
             self.waits.append((before, self.ctx.event(c, timing=True)))
         return self.slots[self.order.index(unit) % len(self.slots)].ptr
 
-    def done(self, unit, stream=None):
-        """The kernels reading ``unit`` are enqueued on ``stream`` (None: the compute stream):
-        refill its slot with the unit as many places on as there are slots."""
+    def done(self, unit):
+        """The kernels reading ``unit`` are enqueued: refill its slot with the unit as many places
+        on as there are slots."""
         if not self.streamed or unit[0] in self.key.resident:
             return
         i, m = self.order.index(unit), len(self.slots)
-        self.free[i % m] = [self.ctx.event(self.ctx.compute if stream is None else stream)]
+        self.free[i % m] = [self.ctx.event(self.ctx.compute)]
         self.unread[i % m] = False
         if i + m < len(self.order):
             self._upload(i + m)
@@ -1273,10 +1272,9 @@ class CudaStages(CpuStages):
         return _Arena(part.dev["abc"].ptr + total - room, room, self.pool)
 
     def _concurrent(self, part):
-        """Whether the reductions after H's run on the side stream (``streams=2``, H's bases on
-        the device whole: a partly resident key's streamed chunks then all go through the side
-        stream, which waits for their uploads and frees their slots)."""
-        return self.streams == 2 and _h_whole(part.key)
+        """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
+        a streamed key's slots are filled in the plans' order for one stream)."""
+        return self.streams == 2 and part.key.where == "device"
 
     def _scratch_peak(self, part):
         """The most MSM/batch scratch the partition's plans hold in the pool at once.  On one
@@ -1287,7 +1285,7 @@ class CudaStages(CpuStages):
         plans = part.plans
         if not plans:
             return 0
-        first = 1 if _query_of(plans[0][0]) == "h" else 0
+        first = 1 if plans[0][0] == "h" else 0
         head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch)] if first else []
         pair = self._sort_share(plans)
         if pair:
@@ -1304,7 +1302,7 @@ class CudaStages(CpuStages):
         ``abc_scratch`` or ``side_scratch``."""
         if not (self.abc_scratch and self.side_scratch):
             return 0
-        if self._concurrent(part) and part.plans and _query_of(part.plans[0][0]) == "h":
+        if self._concurrent(part) and part.plans and part.plans[0][0] == "h":
             return _abc_left(part.plans[0][2], part.n)
         return 3 * part.n * _FR
 
@@ -1419,20 +1417,20 @@ class CudaStages(CpuStages):
                     tails = arena
                 if kind == "batch":
                     part.parts[name] = _cuda_batch.enqueue_batch_add(
-                        plan, s, self.pool, bases.ptr(unit, s), dev[pq + "_ones"].ptr + lo // 8, view)
+                        plan, s, self.pool, bases.ptr(unit), dev[pq + "_ones"].ptr + lo // 8, view)
                 elif q == "h":
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, self._h_scratch_pool(part), bases.ptr(unit, s), dev["h"].ptr + lo * _FR,
+                        plan, s, self._h_scratch_pool(part), bases.ptr(unit), dev["h"].ptr + lo * _FR,
                         view, scalar_form="montgomery")
                 else:
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, tails, bases.ptr(unit, s), dev[pq + "_tail_scalars"].ptr + t_lo * _FR,
+                        plan, s, tails, bases.ptr(unit), dev[pq + "_tail_scalars"].ptr + t_lo * _FR,
                         view, d_idx_ptr=dev[pq + "_tail_idx"].ptr + t_lo * 4,
                         scalar_form=part.prep["tail_form"], keep_sort=share if i == gi else None,
                         sorted_from=share if i == ti else None)
                 marks.append((name, ctx.event(s, timing=True)))
                 if i + 1 == len(units) or units[i + 1] != unit:
-                    bases.done(unit, s)
+                    bases.done(unit)
         finally:
             if share is not None:
                 share.release(s)       # kept and not taken (a failure between the two): freed
@@ -1738,16 +1736,10 @@ def _tails_allowance(domain, room=0):
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
-def _h_whole(key):
-    """Whether ``key``'s H bases are on the device whole (a resident key, or a partly resident
-    one that keeps H): its H MSM is one plan, ``plans[0]``."""
-    return key.where == "device" or "h" in key.resident
-
-
 def _heads(part):
     """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0), or
-    none when H is streamed (its chunks are interleaved with the others', ``_streamed_plans``)."""
-    return 1 if _h_whole(part.key) else 0
+    none with a streamed key (its H chunks are interleaved with the others', ``_streamed_plans``)."""
+    return 0 if part.key.where == "host" else 1
 
 
 def _group_of(name):
