@@ -213,6 +213,7 @@ def test_bench_cli_vram_budgets(tmp_path, capsys):
     assert "vram budget 1 GiB:" in text and "vram budget 2 GiB:" in text
     rows = json.loads(out.read_text())["results"]
     assert [r["vram_budget"] for r in rows] == [1 << 30, 2 << 30]
+    assert all(r["key_where"] == ["host"] and r["key_kept"] == [[]] for r in rows)   # CPU: host memory
     assert all(r["verified"] and r["bytes_match"] for r in rows)
     assert {"engine-lg4-narrow-w1-v1.json", "engine-lg4-narrow-w1-v2.json"} <= {
         p.name for p in (tmp_path / "t").iterdir()}

@@ -125,6 +125,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         pools = [dv.get("pool") for dv in st["devices"]]
         h_msm = [kk["h_msm"] for kk in st["keys"]]
         key_bytes = [kk["nbytes"] for kk in st["keys"]]
+        key_where = [(kk["where"], kk["kept"]) for kk in st["keys"]]
         budgets = [{k: (dv.get("budget") or {}).get(k) for k in ("total", "peak")}
                    for dv in st["devices"]]
         serialized = any(dv.get("serialized") for dv in st["devices"])
@@ -155,6 +156,10 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
             "wall_s": m["wall_s"], "pools": pools, "h_msm": h_msm[0] if h_msm else None,
             "reserved_bytes_max": reserved, "key_bytes": key_bytes[0] if key_bytes else None,
+            # per device: where the key lives ("device"/"host") and the queries a "host" key keeps
+            # on the device anyway (a partly resident key)
+            "key_where": key_where[0][0] if key_where else None,
+            "key_kept": key_where[0][1] if key_where else None,
             "budgets": budgets, "serialized": serialized,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
@@ -222,6 +227,9 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                     print(f"  {tag}: {row['s_per_partition'] or 0:.4f} s/partition, steady busy "
                           f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}"
                           + (f", H MSM {row['h_msm']}" if any(row.get("h_msm") or ()) else "")
+                          + (f", key streamed ({'/'.join(row['key_kept'][0]) or 'nothing'} "
+                             "kept on the device)" if "host" in (row.get("key_where") or ())
+                             and row.get("backend") == "cuda" else "")
                           + (", two partitions did not fit: the workers took turns"
                              if row.get("serialized") else ""), file=sys.stderr)
     ref = rows[0]["sha256"] if rows else None
