@@ -711,6 +711,58 @@ def test_cuda_stages_streamed_key_slots_pass_between_partitions(fake, monkeypatc
     assert budget.used == 0 and budget.lasting == 0
 
 
+@pytest.mark.parametrize("at", [1, 5])
+def test_cuda_stages_streamed_key_failure_mid_region(fake, monkeypatch, at):
+    """An MSM that fails in the middle of a streamed partition's region (the ``at``-th enqueued,
+    after some chunks were uploaded and read): ``run`` raises, the key's slots are given back
+    (with the failed partition's last uses as the next one's waits), ``abort`` leaves only the
+    key reserved, and the next partitions on the same key (another context too) give the CPU's
+    bytes."""
+    import cuzk._cuda_msm as M
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 12)
+    pk = keygen_random(r1cs, seed=12)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, stream_slots=3)
+    budget = Budget(None, "big")
+    key = st.load_key(pk, budget=budget, where="host")
+    ctx1, ctx2 = st.context(budget=budget, name="w1"), st.context(budget=budget, name="w2")
+    real, calls = M.enqueue_msm, []
+
+    def failing(*a, **kw):
+        calls.append(1)
+        if len(calls) == at:
+            raise RuntimeError("injected MSM failure")
+        return real(*a, **kw)
+    monkeypatch.setattr(M, "enqueue_msm", failing)
+    part = st.prepare(key, asg, ctx1, 5, 6)
+    with pytest.raises(RuntimeError, match="injected"):
+        st.run(part)
+    assert key._slot_lock.acquire(blocking=False)      # given back by the failed region
+    key._slot_lock.release()
+    left = [list(evs) for evs in key.slot_free]
+    assert all(left)            # every slot was written: its copy (or its reader) is waited for
+    st.abort(part)
+    assert budget.used == key.nbytes
+    monkeypatch.setattr(M, "enqueue_msm", real)
+    fake.waits.clear()
+    for ctx, r in ((ctx2, 7), (ctx1, 8)):
+        part = st.prepare(key, asg, ctx, r, 6)
+        st.run(part).synchronize()
+        assert st.finish(part) == prove(pk, asg, r, 6, backend="cpu")
+    waited = {id(ev) for sw, ev in fake.waits if sw is ctx2.upload}
+    assert all(id(ev) in waited for evs in left for ev in evs)
+    key.release()
+    ctx1.close()
+    ctx2.close()
+    assert budget.used == 0
+
+
 def test_cuda_stages_partition_that_never_fits_beside_its_key_fails_at_once(fake, monkeypatch):
     """A budget that holds the (streamed) key's tables and not a partition beside them, though the
     partition alone would fit: ``cuzk.prove``'s path raises BudgetError naming the resident keys at
