@@ -448,7 +448,10 @@ class StreamedKey:
     def take_slots(self):
         """The slots, for one partition's kernel region while ``_Bases`` enqueues it: one
         partition at a time, in the order they ask; ``_Bases.close`` gives them back
-        (``give_slots``) with the events its successor's refills wait for."""
+        (``give_slots``) with the events its successor's refills wait for.  A leaf lock: held
+        only while ``run`` enqueues (the engine's compute or device lock already held, or none
+        under ``cuzk.prove``), and nothing is waited for under it but the driver's launch queue,
+        no other lock and no budget, so it adds no edge to the interlock's deadlock model."""
         self._slot_lock.acquire()
         return self.slot_bufs, [list(evs) for evs in self.slot_free]
 
