@@ -649,26 +649,32 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident)
     assert budget.used == 0
 
 
+def _streamed_two_workers(fake, monkeypatch, seed):
+    """(pk, asg, stages, budget, key, ctx1, ctx2): a 2^8 PoRep-like key streamed in 64-point chunks
+    through 3 slots on an unlimited budget, and two worker contexts."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, seed)
+    pk = keygen_random(r1cs, seed=seed)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, stream_slots=3)
+    budget = Budget(None, "big")
+    key = st.load_key(pk, budget=budget, where="host")
+    return (pk, r1cs.assignment(inputs, aux), st, budget, key, st.context(budget=budget, name="w1"),
+            st.context(budget=budget, name="w2"))
+
+
 def test_cuda_stages_streamed_key_slots_pass_between_partitions(fake, monkeypatch):
     """The streamed key's slots are the key's, reserved once with it: a partition reserves
     none, and the next partition's first refill of each slot waits for the events after the
     previous partition's last use of it (``slot_free``), also from another worker's streams;
     partitions on two threads take turns at the slots (``take_slots``) and each gives the CPU's
     bytes; the budget returns to the key's bytes, then to zero."""
-    from cuzk._budget import Budget
-    from cuzk._circuit import porep_like
-    from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages
-    _install_stages(fake, monkeypatch)
-    r1cs, inputs, aux = porep_like(8, 8)
-    pk = keygen_random(r1cs, seed=8)
-    asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, stream_slots=3)
-    budget = Budget(None, "big")
-    key = st.load_key(pk, budget=budget, where="host")
+    pk, asg, st, budget, key, ctx1, ctx2 = _streamed_two_workers(fake, monkeypatch, 8)
     assert budget.used == key.nbytes and budget.lasting == key.nbytes
-    ctx1, ctx2 = st.context(budget=budget, name="w1"), st.context(budget=budget, name="w2")
     cpu = prove(pk, asg, 5, 6, backend="cpu")
     part = st.prepare(key, asg, ctx1, 5, 6)
     alone = budget.used - key.nbytes
@@ -719,19 +725,8 @@ def test_cuda_stages_streamed_key_failure_mid_region(fake, monkeypatch, at):
     key reserved, and the next partitions on the same key (another context too) give the CPU's
     bytes."""
     import cuzk._cuda_msm as M
-    from cuzk._budget import Budget
-    from cuzk._circuit import porep_like
-    from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages
-    _install_stages(fake, monkeypatch)
-    r1cs, inputs, aux = porep_like(8, 12)
-    pk = keygen_random(r1cs, seed=12)
-    asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, stream_slots=3)
-    budget = Budget(None, "big")
-    key = st.load_key(pk, budget=budget, where="host")
-    ctx1, ctx2 = st.context(budget=budget, name="w1"), st.context(budget=budget, name="w2")
+    pk, asg, st, budget, key, ctx1, ctx2 = _streamed_two_workers(fake, monkeypatch, 12)
     real, calls = M.enqueue_msm, []
 
     def failing(*a, **kw):
