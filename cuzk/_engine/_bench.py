@@ -123,9 +123,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         # run's peak made them reserve): the check that the budget's accounting holds
         st = eng.status()
         pools = [dv.get("pool") for dv in st["devices"]]
-        h_msm = [kk["h_msm"] for kk in st["keys"]]
-        key_bytes = [kk["nbytes"] for kk in st["keys"]]
-        key_where = [(kk["where"], kk["kept"]) for kk in st["keys"]]
+        key0 = st["keys"][0] if st["keys"] else {}
         budgets = [{k: (dv.get("budget") or {}).get(k) for k in ("total", "peak")}
                    for dv in st["devices"]]
         serialized = any(dv.get("serialized") for dv in st["devices"])
@@ -154,12 +152,11 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "steady_kernel_busy": m["steady_kernel_busy"],
             "steady_s_per_10_partitions": m["steady_s_per_proof"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
-            "wall_s": m["wall_s"], "pools": pools, "h_msm": h_msm[0] if h_msm else None,
-            "reserved_bytes_max": reserved, "key_bytes": key_bytes[0] if key_bytes else None,
+            "wall_s": m["wall_s"], "pools": pools, "h_msm": key0.get("h_msm"),
+            "reserved_bytes_max": reserved, "key_bytes": key0.get("nbytes"),
             # per device: where the key lives ("device"/"host") and the queries a "host" key keeps
             # on the device anyway (a partly resident key)
-            "key_where": key_where[0][0] if key_where else None,
-            "key_kept": key_where[0][1] if key_where else None,
+            "key_where": key0.get("where"), "key_kept": key0.get("kept"),
             "budgets": budgets, "serialized": serialized,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),

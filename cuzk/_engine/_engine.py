@@ -292,8 +292,9 @@ class _DeviceBudget:
         # ``Budget.reserve`` fails at once
         total = self.budget.total
         free = self.budget.free
-        if (block and not self.budget.never_fits(nbytes) and free is not None and free < int(nbytes)
-                and self.workers > 1 and not self.serialized and self.dev is not None and self.dev.reserving <= 2):
+        if (block and not self.budget.never_fits(nbytes) and free is not None
+                and free < int(nbytes) and self.workers > 1 and not self.serialized
+                and self.dev is not None and self.dev.reserving <= 2):
             # the partition waits for the only other one in flight: two cannot overlap, so the
             # workers take turns (H200, 2^27 with 5 H copies: 16 % slower; RESULTS session 23)
             self.serialized = True

@@ -266,13 +266,12 @@ class ResidentKey:
         self._bufs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
-        sizes = {q: int(getattr(pk, attr).nbytes) for q, (attr, _) in QUERIES.items()}
-        tables = _tables_bytes(pk.domain_size)
+        sizes = {q: _query_bytes(pk, q) for q in QUERIES}
+        base = _key_device_bytes(pk)            # the five queries and the H stage's tables
         # the H MSM (the partition's largest, over uniform scalars) may read `precompute` shifted
         # copies of the H bases (``_cuda_msm.precompute_bases``): fewer windows per MSM
         nh = pk.h.shape[0]
         if precompute == "auto":
-            base = sum(sizes.values()) + tables
             precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c, abc_scratch,
                                        side_scratch)
             log.info("resident key 2^%d: H MSM with %d precomputed copies, window %s (precompute "
@@ -286,7 +285,7 @@ class ResidentKey:
         # the table's copy 0 is the H query itself (uploaded straight into it): the precompute
         # costs (k − 1)·|H| bytes beyond the five queries (2^27, k = 2: 12 GiB, not 24)
         self.precompute_bytes = max(0, pre - sizes["h"]) if pre else 0
-        self.nbytes = sum(sizes.values()) + tables + self.precompute_bytes
+        self.nbytes = base + self.precompute_bytes
         if budget is not None:
             self._res = budget.reserve(self.nbytes, "resident key", block=False, lasting=True)
         d = _driver()
@@ -848,7 +847,7 @@ class CudaStages(CpuStages):
                  stream_slots=None, key_where="auto"):
         super().__init__(threads)
         self.key_where = key_where_arg(key_where)
-        self.stream_slots = stream_slots
+        self.stream_slots = STREAM_SLOTS if stream_slots is None else int(stream_slots)
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
             raise ValueError(f"stream_chunk must be a positive number of bytes, got {stream_chunk!r}")
@@ -915,8 +914,7 @@ class CudaStages(CpuStages):
             whole, left = _key_device_bytes(pk), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
             if whole + partitions * part > left:
-                p, kept = stream_plan(pk, budget.free, STREAM_SLOTS if self.stream_slots is None
-                                      else int(self.stream_slots), partitions, room)
+                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room)
                 if p < 2 and whole + part <= left:
                     kept = ()               # one partition at a time either way: all resident
                 else:
@@ -1073,11 +1071,9 @@ class CudaStages(CpuStages):
             if key.where == "host":     # a streamed key: the largest H chunk's MSM
                 m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)
                 h = self._h_chunk_plan(m, m)
-                nbytes = abc + n * _FR + h.scratch_bytes
             else:
                 h = self._h_plan(key, n)
-                nbytes = abc + n * _FR + h.scratch_bytes
-            self.pool.alloc(nbytes, ctx.upload).free(ctx.upload)
+            self.pool.alloc(abc + n * _FR + h.scratch_bytes, ctx.upload).free(ctx.upload)
             ctx.upload.synchronize()
         except Exception as e:      # a warm-up only: a partition that needs the memory will say
             log.info("warm-up of %s: the device pool was not grown (%s)", ctx.name, e)
@@ -1120,15 +1116,15 @@ class CudaStages(CpuStages):
     # (_stage_in_prep).  Both go through _begin, _slab, _stage.
     def _stage_in(self, part):
         """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
-        n = self._begin(part)
-        if part.key.where == "host":
-            part.plans, part.spans = self._streamed_plans(part.key, part.prep, n)
+        n, key = self._begin(part), part.key
+        if key.where == "host":
+            part.plans, part.spans = self._streamed_plans(key, part.prep, n)
+            chunk, kept = key.chunk_points, key.resident
         else:
-            part.plans = self._plans(part.key, part.prep, n)
+            part.plans = self._plans(key, part.prep, n)
+            chunk, kept = None, ()
         self._slab(part, sum(p.host_rows * XYZZ_WORDS[_group_of(name)]
                              for name, _, p in part.plans))
-        key = part.key
-        chunk, kept = (key.chunk_points, key.resident) if key.where == "host" else (None, ())
         self._stage(part, self._abc_uploads(part) + self._prep_uploads(part.prep, chunk, kept), outputs=True)
 
     def _stage_in_abc(self, part, wait=True):
@@ -1176,7 +1172,7 @@ class CudaStages(CpuStages):
             sc = prep[q + "_tail_scalars"]
             out.append((q + "_tail_scalars", sc, sc.nbytes))
             idx = np.asarray(prep[q + "_tail_idx"], dtype=np.uint32)   # uint32 from prep_msm: no copy
-            if chunk is not None and not any(g.startswith(q) for g in resident):
+            if chunk is not None and q not in {_prep_query(r) for r in resident}:
                 idx = idx % np.uint32(chunk)
             out.append((q + "_tail_idx", idx, idx.shape[0] * 4))
         return out
@@ -1409,7 +1405,7 @@ class CudaStages(CpuStages):
             for i in range(start, stop):
                 (name, kind, plan), view, unit = part.plans[i], part.result_views[i], units[i]
                 q = _query_of(name)
-                pq = "b" if q.startswith("b_") else q
+                pq = _prep_query(q)
                 lo, t_lo = spans.get(name, (0, 0))     # a streamed key's chunk: its offsets
                 tails = self.pool
                 if arena is not None and kind == "msm" and q != "h":
@@ -1675,9 +1671,15 @@ def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, r
     if free is None:
         return STREAM_CHUNK_MAX
     for p in range(max(1, int(partitions)), 0, -1):
-        chunk = (free - tables - p * partition_bytes(domain, room)) // slots
+        chunk = _slot_share(domain, free, tables, slots, p, room)
         if p == 1 or chunk >= STREAM_CHUNK_SHARED:
             return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
+
+
+def _slot_share(domain, free, tables, slots, partitions, room):
+    """Bytes each of ``slots`` slots gets of ``free`` less the key's ``tables`` and ``partitions``
+    partitions (``partition_bytes(domain, room)`` each); may be negative."""
+    return (free - tables - partitions * partition_bytes(domain, room)) // slots
 
 
 # What a partly resident key keeps or streams together: B_G1 and B_G2 share their tail indices
@@ -1700,12 +1702,11 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0):
     units = [u for u in _SPLIT_UNITS if any(q in qs for q in u)]
     for p in range(max(1, int(partitions)), 0, -1):
         floor = STREAM_CHUNK_SHARED if p > 1 else STREAM_CHUNK_MIN
-        avail = free - tables - p * partition_bytes(n, room)
         best = None
         for mask in range((1 << len(units)) - 1):       # every split but "all resident"
             kept = tuple(q for q in qs if any(mask >> i & 1 and q in u for i, u in enumerate(units)))
             kb = sum(_align(_query_bytes(pk, q)) for q in kept)
-            chunk = min(STREAM_CHUNK_MAX, (avail - kb) // slots)
+            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, room))
             if chunk < floor and (p > 1 or kept):
                 continue
             chunk = max(chunk, STREAM_CHUNK_MIN)
@@ -1743,6 +1744,11 @@ def _heads(part):
     """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0), or
     none with a streamed key (its H chunks are interleaved with the others', ``_streamed_plans``)."""
     return 0 if part.key.where == "host" else 1
+
+
+def _prep_query(q):
+    """The prep_msm output a query's reductions read: "b" for B_G1 and B_G2, else the query."""
+    return "b" if q.startswith("b_") else q
 
 
 def _group_of(name):
