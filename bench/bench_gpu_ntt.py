@@ -1,6 +1,6 @@
 """Benchmark: GPU NTT family and the H polynomial (cuzk._cuda_ntt) on one device.
 
-    python bench/bench_gpu_ntt.py [--ntt 20,24,27] [--h 24,27] [--runs 7] [--warmup 2] [--log FILE]
+    python bench/bench_gpu_ntt.py [--ntt 20,24,27] [--h 24,27] [--deep 0,1] [--runs 7] [--warmup 2] [--log FILE]
 
 Builds nothing (needs cuzk._native._driver/_nvrtc built; _ntt for the CPU check).
 1. Checks GPU == CPU bytes at --check-ntt sizes (all four transforms; default 2^12) and
@@ -121,9 +121,10 @@ class Bench:
             abc = [rand_fr(self.rng, 1 << lg) for _ in range(3)]
             ref = [v.copy() for v in abc]
             cpu.h_stage(*ref, threads=0)
-            same = np.array_equal(G.h_stage(*abc, stream=self.s), ref[0])
-            ok &= same
-            self.log(f"check H 2^{lg}: {'OK' if same else 'MISMATCH'}")
+            for deep in sorted(set(self.args.deep)):
+                same = np.array_equal(G.h_stage(*abc, stream=self.s, deep=bool(deep)), ref[0])
+                ok &= same
+                self.log(f"check H 2^{lg}{' (deep tables)' if deep else ''}: {'OK' if same else 'MISMATCH'}")
         return ok
 
     # ---- ceilings ------------------------------------------------------------------
@@ -168,7 +169,7 @@ class Bench:
         for b in (src, x, y):
             b.free(self.s)
 
-    def bench_h(self, lg):
+    def bench_h(self, lg, deep=False):
         n = 1 << lg
         src = [self.random_device(n) for _ in range(3)]
         work = [self.pool.alloc(n * 32, self.s) for _ in range(4)]
@@ -178,9 +179,9 @@ class Bench:
                 d.copy_dtod(w, s0, n * 32, self.s)
 
         def body():
-            G.h_stage_inplace(work[0], work[1], work[2], work[3], n, stream=self.s)
+            G.h_stage_inplace(work[0], work[1], work[2], work[3], n, stream=self.s, deep=deep)
         med, mn, _ = self.time_ms(prep, body)
-        self.add_row("H", lg, med, mn, 7 * (n // 2 * lg) + 3 * n, 4 * n * 32)
+        self.add_row("Hdeep" if deep else "H", lg, med, mn, 7 * (n // 2 * lg) + 3 * n, 4 * n * 32)
         for b in src + work:
             b.free(self.s)
 
@@ -194,7 +195,8 @@ class Bench:
         for lg in self.args.ntt:
             self.bench_ntt(lg)
         for lg in self.args.h:
-            self.bench_h(lg)
+            for deep in self.args.deep:
+                self.bench_h(lg, bool(deep))
         self.log("")
         self.log(f"{'op':5s} {'size':>5s} {'median ms':>10s} {'floor mem':>10s} {'floor imad':>10s} "
                  f"{'x floor':>8s} {'sppark ms':>10s} {'x sppark':>8s}")
@@ -218,6 +220,8 @@ def main(argv=None):
     p.add_argument("--h", type=ints, default=[24, 27])
     p.add_argument("--check-ntt", type=ints, default=[12], help="sizes of the NTT checks against the CPU")
     p.add_argument("--check-h", type=ints, default=[12, 20], help="sizes of the H check against the CPU")
+    p.add_argument("--deep", type=ints, default=[0],
+                   help="H on full (0) and/or deep (1) twiddle tables, in this order per size (e.g. 0,1,0,1)")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--log", default=None)

@@ -289,6 +289,15 @@ for step in "${@:-all}"; do
         CUZK_NTT_INV_W=$v timeout 150 python3 bench/bench_gpu_ntt.py --ntt '' --h 24,27 --check-ntt '' --runs 9 \
           --json "$OUT/winv-$v.json" 2>&1 | tee -a "$OUT/winvab.log" | tail -4
       done ;;
+    deepab) # the H stage on deep tables (the three deepest levels' twiddles computed: 1 GiB of tables instead of 8
+      # at 2^27; a streamed key's default) against full tables, alternated in one process; H == CPU at 2^12, 2^20
+      timeout 300 python3 bench/bench_gpu_ntt.py --ntt '' --h 24,27 --deep 0,1,0,1 --check-ntt '' --runs 9 \
+        --json "$OUT/deepab.json" 2>&1 | tee "$OUT/deepab.log" | tail -12 ;;
+    tight27) # one 2^27 partition on a streamed key inside small budgets (24 GB cards: ~22 GiB usable; deep H tables),
+      # against the resident key, and at 40 GiB deep against full tables (the same slots); every proof verified
+      timeout 560 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "precompute=1" \
+        ${TIGHT27_CONFIGS:---config "where=host,budget_gib=20" --config "where=host,budget_gib=22" --config "where=host,budget_gib=40" --config "where=host,budget_gib=40,h_tables=full"} \
+        --json "$OUT/tight27.json" 2>&1 | tee "$OUT/tight27.log" | grep -v "^ " | tail -30 ;;
     rowab) # row_check=on_failure (the CPU row check only when a verified proof fails) against beside, same run:
            # 2^24, where the engine is host-bound (two-lock, 2 and 4 workers)
            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \

@@ -9,7 +9,8 @@ Kernels: ``cuzk/cu/ntt/ntt.cu`` (program "ntt").  A transform of size 2^k is 1
 (k <= 11), 2 (k <= 20) or 3 passes over memory; each pass does up to 10 levels
 of the remainder tree in shared memory with per-node twiddles from a
 heap-ordered table (n Fr per table, 4 GiB at 2^27), computed once per device,
-size and kind and kept resident until ``release()``.  Bit-reversals are folded
+size and kind and kept resident until ``release()`` (the H stage may read deep tables instead:
+n/8 entries and a small tail, the three deepest levels' twiddles computed; ``h_deep``).  Bit-reversals are folded
 into the first or last pass, so the public functions take and return natural
 order at no extra pass.
 
@@ -47,12 +48,18 @@ F_INV, F_FWD, F_LOAD_BITREV, F_STORE_BITREV, F_POINTWISE, F_SCALE_OUT = 1, 2, 4,
 F_PLAIN_INV, F_PLAIN_FWD = 64, 128   # the table is plain: top-level twiddles are 1
 F_PRODUCT, F_ADD_OUT = 256, 512
 F_MIRROR_INV = 1024                  # inverse rounds on the w-coset forward table (no winv kept)
+F_DEEP = 2048                        # deep tables: the round over bits 0..2 computes its twiddles
 # The tables the H stage reads (and warm-up builds): its inverse coset transform reads wfwd
 # mirrored (F_MIRROR_INV), so a domain of n keeps 2·n·32 bytes of tables, not 3.
 H_TABLES = ("inv", "wfwd")
 # CUZK_NTT_INV_W=table: the last transform reads a built inverse w table instead (measurement:
 # the A/B of bench/gpu_round.sh winvab; the table is built on first use, 4 GiB at 2^27)
 _INV_W_TABLE = os.environ.get("CUZK_NTT_INV_W", "mirror") == "table"
+# Deep tables (F_DEEP, ntt.cuh deep_base): the H stage's tables keep the levels above the three
+# deepest (n/8 entries and a small tail instead of n), and the round over the three deepest
+# computes its twiddles: 1 GiB of tables instead of 8 at 2^27.  The H stage's callers choose
+# (``deep=``; the CUDA stages: a key streamed from host memory, where device memory is short).
+_DEEP_LEVELS = 3
 # Tiles hold 2^11 elements (64 KiB of shared memory, two blocks per SM) up to 2^20 and
 # 2^10 (32 KiB, four blocks per SM) for the 3-pass sizes: measured on an H200, 2^10
 # tiles run 2^27 in 40.0 ms vs 43.6 ms (bench/gpu_ntt_notes.md).  Up to 2^11 the whole
@@ -150,6 +157,30 @@ def _pass_sizes(lg_n, k, smax):
     return None if best is None else best[1]
 
 
+def h_deep(lg_n, deep=True):
+    """Whether the H stage at 2^lg_n reads deep tables when ``deep`` asks for them: from 2^6,
+    where the transform's bottom pass holds a whole 3-bit round (forced small tiles may not:
+    full tables then)."""
+    return bool(deep) and lg_n >= 2 * _DEEP_LEVELS and pass_plan(lg_n)[-1][0] >= _DEEP_LEVELS
+
+
+def _deep_layout(lg_n):
+    """(heap entries, lg_lo, lg_hi, total entries) of a deep table at 2^lg_n (ntt.cuh deep_base)."""
+    lt = lg_n - _DEEP_LEVELS
+    lg_lo = (lt + 1) // 2
+    return 1 << lt, lg_lo, lt - lg_lo, (1 << lt) + 4 + (1 << lg_lo) + (1 << (lt - lg_lo))
+
+
+def table_bytes(lg_n, deep):
+    """Device bytes of one twiddle table at 2^lg_n (deep: ``_deep_layout``)."""
+    return (_deep_layout(lg_n)[3] if deep else 1 << lg_n) * _FR_BYTES
+
+
+def h_tables_bytes(lg_n, deep=False):
+    """Device bytes of the H stage's twiddle tables at 2^lg_n (``H_TABLES``; deep: ``h_deep``)."""
+    return len(H_TABLES) * table_bytes(lg_n, h_deep(lg_n, deep))
+
+
 def _check_fr(values, name):
     """Validate a (n, 4) uint64 array of reduced Montgomery elements; returns it C-contiguous."""
     if not isinstance(values, np.ndarray) or values.dtype != np.uint64 or values.ndim != 2 \
@@ -182,16 +213,18 @@ class _DeviceState(DeviceState):
         self._consts = {}      # lg_n -> DeviceBuffer of H_CONSTS (Montgomery)
         self._staging = []     # free PinnedBuffers for uploads
 
-    def table(self, lg_n, kind, stream):
+    def table(self, lg_n, kind, stream, deep=False):
         """Twiddle table Z (heap order) of ``kind`` at size 2^lg_n.
 
         kinds: fwd/inv (plain), cfwd/cinv (coset g = COSET_GENERATOR), wfwd/winv (coset
         w_2n, the primitive 2^(lg_n+1)-th root of unity: the other half of the domain
-        of size 2n, used by the H stage).
+        of size 2n, used by the H stage).  ``deep``: the deep form (F_DEEP, ntt.cuh
+        ``deep_base``): the levels above the three deepest, then the tail they are computed from.
         """
-        return self._memo(self._tables, (lg_n, kind), lambda: self._make_table(lg_n, kind, stream))
+        return self._memo(self._tables, (lg_n, kind, deep),
+                          lambda: self._make_table(lg_n, kind, stream, deep))
 
-    def _make_table(self, lg_n, kind, stream):
+    def _make_table(self, lg_n, kind, stream, deep):
         d = _driver()
         n = 1 << lg_n
         if kind not in ("fwd", "inv", "cfwd", "cinv", "wfwd", "winv"):
@@ -201,6 +234,7 @@ class _DeviceState(DeviceState):
         w = _root_of_unity(lg_n)
         if inverse:
             w = pow(w, -1, R_MODULUS)
+        g = 1 if shift is None else pow(shift, -1 if inverse else 1, R_MODULUS)
         lg_half = lg_n - 1
         lg_lo = (lg_half + 1) // 2
         lg_hi = lg_half - lg_lo
@@ -208,20 +242,30 @@ class _DeviceState(DeviceState):
         pow_hi = _rows(_powers(pow(w, 1 << lg_lo, R_MODULUS), 1 << lg_hi))
         host = [pow_lo, pow_hi]
         if shift is not None:
-            g = shift if not inverse else pow(shift, -1, R_MODULUS)
             host.append(_rows([pow(g, 1 << (lg_n - 1 - l), R_MODULUS) for l in range(lg_n)]))
+        count, tail = n, None
+        if deep:
+            count, dlo, dhi, total = _deep_layout(lg_n)
+            w8 = pow(w, n >> 3, R_MODULUS)
+            tail = np.concatenate([
+                _rows([w8 * w8 % R_MODULUS, w8, pow(w8, 3, R_MODULUS), 0]),
+                _rows([g * v % R_MODULUS for v in _powers(w, 1 << dlo)]),
+                _rows(_powers(pow(w, 1 << dlo, R_MODULUS), 1 << dhi))])
+            assert count + len(tail) == total
         tmp = []
         for h in host:
             b = self.pool.alloc(h.nbytes, stream)
             d.copy_htod(b, h, h.nbytes, stream)
             tmp.append(b)
-        buf = d.DeviceBuffer.alloc(self.device, n * _FR_BYTES)
+        buf = d.DeviceBuffer.alloc(self.device, table_bytes(lg_n, deep))
+        if tail is not None:
+            d.copy_htod(buf.ptr + count * _FR_BYTES, tail, tail.nbytes, stream)
         block = 256
-        grid = max(1, min((n + block - 1) // block, self.device.sm_count * 8))
+        grid = max(1, min((count + block - 1) // block, self.device.sm_count * 8))
         self.fn("cuzk_ntt_gen_zetas").launch(
             stream, grid, block,
             [("P", buf.ptr), ("I", lg_n), ("P", tmp[0].ptr), ("P", tmp[1].ptr), ("I", lg_lo),
-             ("P", tmp[2].ptr if shift is not None else 0)])
+             ("P", tmp[2].ptr if shift is not None else 0), ("I", count)])
         for b in tmp:
             b.free(stream)
         stream.synchronize()   # once per table: later users on any stream see it complete
@@ -273,7 +317,7 @@ class _DeviceState(DeviceState):
             shmem=E * _FR_BYTES)
 
     def h_passes(self, stream, lg_n, d_a, d_b, d_c, d_h, ready=(None, None, None), c_from_ab=False,
-                 steps=("a", "rest")):
+                 steps=("a", "rest"), deep=False):
         """h = (a·b - c)/Z as coefficients into d_h with six transforms (see ``h_consts``);
         d_a, d_b, d_c are clobbered.
 
@@ -282,13 +326,15 @@ class _DeviceState(DeviceState):
         never read and d_c is scratch; then A~ (which needs a alone) comes first, and ``steps``
         can enqueue the work in two calls: "a" (wait for a, then A~ into d_c) and "rest" (wait
         for b, then U, B~ and h), so that A~ runs while b is still uploading.  Without it
-        ``steps`` must be both.
+        ``steps`` must be both.  ``deep``: read deep tables (``h_deep``; the same field elements).
         """
         if not c_from_ab and tuple(steps) != ("a", "rest"):
             raise ValueError("the H stage with c read from d_c runs in one call")
         plan = pass_plan(lg_n)
-        zi = self.table(lg_n, "inv", stream)
-        zwf = self.table(lg_n, "wfwd", stream)
+        deep = h_deep(lg_n, deep)
+        fd = F_DEEP if deep else 0
+        zi = self.table(lg_n, "inv", stream, deep)
+        zwf = self.table(lg_n, "wfwd", stream, deep)
         k = self.consts(lg_n, stream)
         inv_plan = list(reversed(plan))                           # bottom bits first
 
@@ -300,63 +346,66 @@ class _DeviceState(DeviceState):
         def u(flags0, kp):
             # U = n·iNTT(first-pass input) into d_h (a, b (and c) gathered: read, not clobbered)
             for j, (S, LC, lo) in enumerate(inv_plan):
-                flags = F_INV | F_PLAIN_INV | ((F_LOAD_BITREV | flags0) if j == 0 else 0)
+                flags = F_INV | F_PLAIN_INV | fd | ((F_LOAD_BITREV | flags0) if j == 0 else 0)
                 self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h, d_a if j == 0 else d_h,
                                  d_b=d_b, d_c=d_c, zinv=zi, k=kp)
 
         if c_from_ab:
             if "a" in steps:
                 wait(ready[0])
-                self.to_coset_w(stream, lg_n, d_a, d_c, zi, zwf)   # A~ = NTT_w(n·iNTT(a)) into d_c
+                self.to_coset_w(stream, lg_n, d_a, d_c, zi, zwf, fd)   # A~ = NTT_w(n·iNTT(a)) into d_c
             if "rest" not in steps:
                 return
             wait(ready[1])
             # U = n·iNTT(a·b/(2n)) (a·b − K[0]·a·b)·K[1] = a·b·(α − β)/n = a·b/(2n)): an F_PRODUCT
             # pass reads its factor at d_k[3], so it is given d_k + 2 rows, where K[5] sits
             u(F_PRODUCT, _ptr(k) + 2 * _FR_BYTES)
-            self.to_coset_w(stream, lg_n, d_b, d_a, zi, zwf)       # B~ into d_a
+            self.to_coset_w(stream, lg_n, d_b, d_a, zi, zwf, fd)   # B~ into d_a
         else:
             wait(*ready)
             u(F_POINTWISE, k)                                       # U = n·iNTT((a·b - K[0]·c)·K[1])
             # A~ = NTT_w(n·iNTT(a)) into d_c, then B~ into d_a (bit-reversed order)
             for src, w in ((d_a, d_c), (d_b, d_a)):
-                self.to_coset_w(stream, lg_n, src, w, zi, zwf)
+                self.to_coset_w(stream, lg_n, src, w, zi, zwf, fd)
         # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h; the
         # inverse w twiddles are the forward ones mirrored (F_MIRROR_INV, ntt.cuh mirror_node)
-        zwi, mirror = (self.table(lg_n, "winv", stream), 0) if _INV_W_TABLE else (zwf, F_MIRROR_INV)
+        zwi, mirror = (self.table(lg_n, "winv", stream, deep), 0) if _INV_W_TABLE else (zwf, F_MIRROR_INV)
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
-            flags = F_INV | mirror | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
+            flags = F_INV | mirror | fd | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 
-    def to_coset_w(self, stream, lg_n, src, w, zi, zwf):
+    def to_coset_w(self, stream, lg_n, src, w, zi, zwf, fd=0):
         """w <- n·(values on the coset w_2n·H, bit-reversed) of the polynomial whose values on H
         are src (natural order): iNTT (gathered from src, unscaled) then NTT_w, the iNTT's
-        last pass fused with the NTT_w's first.  src is read only; zi/zwf: inv/wfwd tables."""
+        last pass fused with the NTT_w's first.  src is read only; zi/zwf: inv/wfwd tables,
+        deep when ``fd`` is F_DEEP."""
         plan = pass_plan(lg_n)
         for j, (S, LC, lo) in enumerate(reversed(plan)):
             top = j == len(plan) - 1
-            flags = F_INV | F_PLAIN_INV | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+            flags = F_INV | F_PLAIN_INV | fd | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
                              zinv=zi, zfwd=zwf)
         for (S, LC, lo) in plan[1:]:
-            self.launch_pass(stream, lg_n, S, LC, lo, F_FWD, w, w, zfwd=zwf)
+            self.launch_pass(stream, lg_n, S, LC, lo, F_FWD | fd, w, w, zfwd=zwf)
 
-    def snarkjs_h_passes(self, stream, lg_n, d_a, d_b, d_c, d_tmp, J, ready=(None, None, None)):
+    def snarkjs_h_passes(self, stream, lg_n, d_a, d_b, d_c, d_tmp, J, ready=(None, None, None),
+                         deep=False):
         """snarkjs's H scalars (canonical, snarkjs's order); returns the buffer holding them.
 
         A, B, C go to the coset w_2n (iNTT, then NTT_w: the values at w_2n^(2k+1), in
         bit-reversed order), then ``cuzk_h_odd_gather`` writes (A·B - C) in snarkjs's order.
-        All four buffers are clobbered; the result lands in d_c.
+        All four buffers are clobbered; the result lands in d_c.  ``deep``: as ``h_passes``.
         """
-        zi = self.table(lg_n, "inv", stream)
-        zwf = self.table(lg_n, "wfwd", stream)
+        deep = h_deep(lg_n, deep)
+        zi = self.table(lg_n, "inv", stream, deep)
+        zwf = self.table(lg_n, "wfwd", stream, deep)
         bufs = (d_a, d_b, d_c, d_tmp)
         for i in range(3):                  # a -> d_tmp, b -> d_a, c -> d_b (gathers need two buffers)
             if ready[i] is not None:
                 stream.wait_event(ready[i])
-            self.to_coset_w(stream, lg_n, bufs[i], bufs[i - 1], zi, zwf)
+            self.to_coset_w(stream, lg_n, bufs[i], bufs[i - 1], zi, zwf, F_DEEP if deep else 0)
         n = 1 << lg_n
         block = 256
         grid = max(1, min((n + block - 1) // block, self.device.sm_count * 16))
@@ -522,7 +571,7 @@ def ntt(values, inverse=False, coset=False, device=None, stream=None):
 
 
 def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None, None, None),
-                    c_from_ab=False, steps=("a", "rest")):
+                    c_from_ab=False, steps=("a", "rest"), deep=False):
     """The H polynomial on device buffers: coefficients of h = (a·b - c)/Z into ``d_h``.
 
     ``d_a``, ``d_b``, ``d_c`` (evaluations, natural order, Montgomery) are clobbered.
@@ -530,16 +579,17 @@ def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None
     ``ready``: events to wait for before a, b, c are read (None: no wait).
     ``c_from_ab``: the caller guarantees c = a∘b row by row (it checks the assignment), so
     ``d_c`` is only scratch (never read; it need not be uploaded), and ``steps`` may split the
-    enqueue in two calls, "a" then "rest" (``_DeviceState.h_passes``).
+    enqueue in two calls, "a" then "rest" (``_DeviceState.h_passes``).  ``deep``: read the deep
+    twiddle tables (``h_deep``: an eighth of the bytes; the same coefficients).
     """
     if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
         raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
-    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps)
+    st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps, deep)
 
 
-def h_stage_device(a, b, c, device=None, stream=None):
+def h_stage_device(a, b, c, device=None, stream=None, deep=False):
     """H stage with the result left on the device (for the H MSM).
 
     Parameters
@@ -552,6 +602,8 @@ def h_stage_device(a, b, c, device=None, stream=None):
         uploads run on a second stream, staged through pinned buffers, and the kernels
         wait for them through events; the call returns once the uploads are done and
         the kernels are queued.
+    deep : bool
+        Read the deep twiddle tables (``h_stage_inplace``).
 
     Returns
     -------
@@ -560,7 +612,7 @@ def h_stage_device(a, b, c, device=None, stream=None):
         allocated from the device's stream-ordered pool on ``stream``.
     """
     vs = _check_abc(a, b, c)
-    return _h_upload_and_run(vs, device, stream)
+    return _h_upload_and_run(vs, device, stream, deep=deep)
 
 
 def _check_abc(a, b, c):
@@ -573,10 +625,11 @@ def _check_abc(a, b, c):
     return vs
 
 
-def _h_upload_and_run(vs, device, stream, run=None):
+def _h_upload_and_run(vs, device, stream, run=None, deep=False):
     """Upload a, b, c (pinned staging, upload stream, events) and queue ``run(st, comp, lg,
-    bufs, scratch, events) -> result buffer`` (default: bellperson's H into a fresh buffer);
-    returns the result buffer, allocated from the pool on the compute stream."""
+    bufs, scratch, events) -> result buffer`` (default: bellperson's H into a fresh buffer, on
+    deep tables if ``deep``); returns the result buffer, allocated from the pool on the compute
+    stream."""
     n = vs[0].shape[0]
     d = _driver()
     st = _state(device)
@@ -598,7 +651,8 @@ def _h_upload_and_run(vs, device, stream, run=None):
             events.append(ev)
         h = st.pool.alloc(nbytes, comp)
         if run is None:
-            st.h_passes(comp, n.bit_length() - 1, bufs[0], bufs[1], bufs[2], h, tuple(events))
+            st.h_passes(comp, n.bit_length() - 1, bufs[0], bufs[1], bufs[2], h, tuple(events),
+                        deep=deep)
             out = h
         else:
             out = run(st, comp, n.bit_length() - 1, bufs, h, tuple(events))
@@ -622,7 +676,7 @@ def _download(st, comp, buf, n):
     return out
 
 
-def snarkjs_h(a, b, c, J, device=None, stream=None):
+def snarkjs_h(a, b, c, J, device=None, stream=None, deep=False):
     """snarkjs's H MSM scalars on the GPU: the same bytes as ``cuzk._native._sparse.snarkjs_h``.
 
     Parameters
@@ -632,7 +686,7 @@ def snarkjs_h(a, b, c, J, device=None, stream=None):
         (``cuzk._snarkjs_prover.witness_vectors``).  Not modified.
     J : int
         The odd exponent with ω5 = ω7^J (``cuzk._snarkjs_prover.ROOT_EXPONENT``).
-    device, stream : as ``h_stage``.
+    device, stream, deep : as ``h_stage``.
 
     Returns
     -------
@@ -647,13 +701,13 @@ def snarkjs_h(a, b, c, J, device=None, stream=None):
     comp = stream if stream is not None else st.streams()[0]
 
     def run(st, comp, lg, bufs, scratch, events):
-        return st.snarkjs_h_passes(comp, lg, bufs[0], bufs[1], bufs[2], scratch, j, events)
+        return st.snarkjs_h_passes(comp, lg, bufs[0], bufs[1], bufs[2], scratch, j, events, deep)
 
     buf = _h_upload_and_run(vs, st.device, comp, run)
     return _download(st, comp, buf, vs[0].shape[0])
 
 
-def h_stage(a, b, c, device=None, stream=None):
+def h_stage(a, b, c, device=None, stream=None, deep=False):
     """Coefficients of h = (a·b - c)/Z computed on the GPU, as bellperson does:
     iNTT(a, b, c) -> coset NTT -> multiply (a·b - c) by (g^n - 1)^-1 -> coset iNTT.
 
@@ -663,6 +717,9 @@ def h_stage(a, b, c, device=None, stream=None):
         uint64 (n, 4), Montgomery form, n = 2^k >= 2: the evaluations A·z, B·z, C·z.
     device : Device, int or None
     stream : Stream or None
+    deep : bool
+        Read the deep twiddle tables (``h_deep``: the three deepest levels' twiddles computed,
+        an eighth of the table bytes); the same coefficients.
 
     Returns
     -------
@@ -678,5 +735,5 @@ def h_stage(a, b, c, device=None, stream=None):
     vs = _check_abc(a, b, c)
     st = _state(device)
     comp = stream if stream is not None else st.streams()[0]
-    h = _h_upload_and_run(vs, st.device, comp)
+    h = _h_upload_and_run(vs, st.device, comp, deep=deep)
     return _download(st, comp, h, vs[0].shape[0])

@@ -359,6 +359,76 @@ def test_w_inverse_twiddles_are_the_forward_ones_mirrored(gpu, lg):
         assert tabs["winv"][h] == (R - tabs["wfwd"][h ^ ((1 << lvl) - 1)]) % R, (lg, h)
 
 
+DEEP_CASES = [(None, 6), (None, 9), (None, 11), (None, 12), (None, 14), (9, 15), (4, 12), (5, 13), (9, 19)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("tile,lg", DEEP_CASES, ids=[f"tile{t or 'default'}-2^{g}" for t, g in DEEP_CASES])
+def test_h_stage_deep_tables(gpu, monkeypatch, rng, tile, lg):
+    """The H stage on deep tables (F_DEEP: the round over bits 0..2 computes its twiddles from
+    deep_base, mirrored in the last transform) == the CPU, as the full-table run of the same
+    inputs is; the winv-table variant too (deep, unmirrored); snarkjs's H on deep tables."""
+    from cuzk._native import _sparse
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    a, b, c = rand_fr(rng, n), rand_fr(rng, n), rand_fr(rng, n)
+    want = cpu_h_ref(a, b, c)
+    assert gpu.h_deep(lg) == (gpu.pass_plan(lg)[-1][0] >= 3) and not gpu.h_deep(lg, False)
+    what = f"H 2^{lg} deep={gpu.h_deep(lg)}, plan {gpu.pass_plan(lg)}"
+    assert_same(gpu.h_stage(a, b, c, deep=True), want, what)
+    assert_same(gpu.h_stage(a, b, c), want, f"H 2^{lg} full tables")
+    monkeypatch.setattr(gpu, "_INV_W_TABLE", True)
+    assert_same(gpu.h_stage(a, b, c, deep=True), want, what + " with the winv table")
+    monkeypatch.setattr(gpu, "_INV_W_TABLE", False)
+    if lg <= 13:
+        from cuzk._snarkjs_prover import ROOT_EXPONENT
+        want = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), ROOT_EXPONENT, threads=2)
+        assert_same(gpu.snarkjs_h(a, b, c, ROOT_EXPONENT, deep=True), want, "snarkjs " + what)
+
+
+@pytest.mark.parametrize("lg", [6, 7, 10])
+@pytest.mark.parametrize("kind", ["inv", "wfwd", "winv", "cfwd"])
+def test_deep_table_layout(gpu, lg, kind):
+    """A deep table holds the full table's first n/8 entries, then w8^2, w8, w8^3 (w8 = w^(n/8)),
+    a zero row, g·w^i (i < 2^lg_lo) and w^(i·2^lg_lo), in Python big ints from the full table:
+    w^(2^(lg-1-l)·bitrev_l(j)) = Z[2^l + j] / Z at the level's first node, g = the deepest level's
+    first entry."""
+    st = gpu._state(None)
+    comp = st.streams()[0]
+    rinv = pow(1 << 256, -1, R)
+
+    def read(deep):
+        nbytes = gpu.table_bytes(lg, deep)
+        out = np.empty((nbytes // 32, 4), dtype=np.uint64)
+        gpu._driver().copy_dtoh(out, st.table(lg, kind, comp, deep), nbytes, comp)
+        comp.synchronize()
+        return [v * rinv % R for v in from_arr(out)]
+
+    full, deep = read(False), read(True)
+    count, lg_lo, lg_hi, total = gpu._deep_layout(lg)
+    assert len(deep) == total and count == 1 << (lg - 3)
+    assert deep[:count] == full[:count]
+    n = 1 << lg
+    g = full[n >> 1]                                  # Z[n/2] = g·w^0 (deepest level, j = 0)
+    w = full[(n >> 1) + (n >> 2)] * pow(g, -1, R) % R  # j = n/4: bitrev = 1 -> w^1
+    assert pow(w, n, R) == 1 and pow(w, n >> 1, R) != 1
+    w8 = pow(w, n >> 3, R)
+    tail = deep[count:]
+    assert tail[:4] == [w8 * w8 % R, w8, pow(w8, 3, R), 0]
+    assert tail[4:4 + (1 << lg_lo)] == [g * pow(w, i, R) % R for i in range(1 << lg_lo)]
+    assert tail[4 + (1 << lg_lo):] == [pow(w, i << lg_lo, R) for i in range(1 << lg_hi)]
+    assert gpu.table_bytes(lg, True) < gpu.table_bytes(lg, False) // 4 + 64 * 32
+
+
+def test_h_tables_bytes_at_2_27():
+    """The H stage's tables at 2^27: 8 GiB full; deep an eighth of that and a 256 KiB tail."""
+    from cuzk import _cuda_ntt as ntt
+    assert ntt.h_deep(27) and not ntt.h_deep(27, False) and not ntt.h_deep(5)
+    assert ntt.h_tables_bytes(27) == 8 << 30
+    assert ntt.h_tables_bytes(27, True) == 2 * ((1 << 24) + 4 + (1 << 12) * 2) * 32
+
+
 SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
 
 
@@ -548,6 +618,56 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("h_tables", ["auto", "full", "deep"])
+def test_cuda_stages_h_tables_option(fake, monkeypatch, h_tables):
+    """The stage option ``h_tables``: "auto" gives a streamed key deep tables and a resident one
+    full tables, "full"/"deep" both; each key reserves its tables' bytes, proves the CPU's bytes,
+    and the budget returns to zero."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages import parse_stage_options
+    from cuzk._stages._cuda import CudaStages, _align, _key_device_bytes, _tables_bytes
+    assert parse_stage_options(f"h_tables={h_tables}") == {"h_tables": h_tables}
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(7, 5)
+    pk = keygen_random(r1cs, seed=5)
+    asg = r1cs.assignment(inputs, aux)
+    assert pk.domain_size >= 64                 # deep tables need 2^6 (a whole 3-bit bottom round)
+    st = CudaStages(threads=2, b_g2="gpu", precompute=1, h_tables=h_tables)
+    want = prove(pk, asg, 9, 10, backend="cpu")
+    from cuzk import _cuda_ntt
+    seen, h_stage_inplace = [], _cuda_ntt.h_stage_inplace
+
+    def spy(*args, **kw):                       # the partition's H runs on the key's tables
+        seen.append(kw.get("deep"))
+        return h_stage_inplace(*args, **kw)
+    monkeypatch.setattr(_cuda_ntt, "h_stage_inplace", spy)
+    for where in ("device", "host"):
+        budget = Budget(None, "big")
+        ctx = st.context(budget=budget)
+        key = st.load_key(pk, budget=budget, where=where)
+        deep = h_tables == "deep" or (h_tables == "auto" and where == "host")
+        assert key.deep_tables is deep, (where, h_tables)
+        tables = _tables_bytes(pk.domain_size, deep)
+        assert tables != _tables_bytes(pk.domain_size, not deep)
+        if where == "device":
+            assert key.nbytes == _key_device_bytes(pk, deep)
+        else:
+            assert key.nbytes == tables + key.slots * _align(key.slot_bytes)
+        seen.clear()
+        part = st.prepare(key, asg, ctx, 9, 10)
+        st.run(part).synchronize()
+        assert st.finish(part) == want, (where, h_tables)
+        assert seen and set(seen) == {deep}, seen
+        key.release()
+        ctx.close()
+        assert budget.used == 0
+    with pytest.raises(ValueError):
+        CudaStages(threads=1, h_tables="half")
+
+
 @pytest.mark.parametrize("chunk_points,slots", [(64, 2), (128, 2), (64, 3)])
 def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_points, slots):
     """A streamed key in chunks (``stream_chunk``, ``stream_slots``): each device slot holds one
@@ -582,7 +702,8 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
         assert all(p.npoints <= chunk_points for p in tails)
     assert len({name.split("@")[1] for name in names if name.startswith("l:")}) >= 2
     assert len(key.slot_bufs) == slots and not any(k.startswith("slot") for k in part.dev)
-    assert key.nbytes == _tables_bytes(pk.domain_size) + slots * _align(key.slot_bytes)
+    assert key.deep_tables == (pk.domain_size >= 64)
+    assert key.nbytes == _tables_bytes(pk.domain_size, key.deep_tables) + slots * _align(key.slot_bytes)
     st.run(part).synchronize()
     assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
     assert "gpu:h" in part.timings and not any("@" in k for k in part.timings)
@@ -617,7 +738,7 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident)
     key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=resident)
     kept = sum(_align(_query_bytes(pk, q)) for q in resident)
     assert key.resident == tuple(q for q in ("h", "l", "a", "b_g1", "b_g2") if q in resident)
-    assert key.nbytes == _tables_bytes(pk.domain_size) + 3 * _align(key.slot_bytes) + kept
+    assert key.nbytes == _tables_bytes(pk.domain_size, key.deep_tables) + 3 * _align(key.slot_bytes) + kept
     assert budget.lasting == key.nbytes
     for q in resident:
         assert key.chunks(q) == [(0, key.points(q))]

@@ -715,11 +715,13 @@ def test_stream_chunk_bytes_by_budget():
     assert STREAM_CHUNK_SHARED <= c and tables + 2 * partition_bytes(n, whole) + 3 * c <= 48 * gib
 
 
-def test_stream_plan_splits_a_key_by_budget():
+@pytest.mark.parametrize("deep", [True, False])
+def test_stream_plan_splits_a_key_by_budget(deep):
     """``stream_plan`` at 2^27 with the PoRep-like key's query sizes (H 12.0, L 11.6, A 11.6, B_G1
-    2.96, B_G2 5.9 GiB; tables 8; a streamed partition 17.6 GiB): the most partitions in flight
-    whose slots keep STREAM_CHUNK_SHARED, then the split with the fewest chunks, then the most
-    bytes resident; what it keeps, its slots and its partitions fit the budget."""
+    2.96, B_G2 5.9 GiB; tables 1 GiB deep (a streamed key's default), 8 full; a streamed
+    partition 17.6 GiB): the most partitions in flight whose slots keep STREAM_CHUNK_SHARED, then
+    the split with the fewest chunks, then the most bytes resident; what it keeps, its slots and
+    its partitions fit the budget."""
     from types import SimpleNamespace
     from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_SHARED, _align, _tables_bytes,
                                     partition_bytes, stream_plan)
@@ -728,20 +730,29 @@ def test_stream_plan_splits_a_key_by_budget():
     pk = SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96)) for q, f in frac.items()})
     room = 3 * n * 32
     size = {q: getattr(pk, q).nbytes for q in frac}
-    expect = {80: (2, ("h", "l")), 60: (2, ()), 48: (2, ()), 40: (1, ())}
+    tables = _tables_bytes(n, deep)
+    assert tables == (1 << 30) + 2 * (4 + 2 * 4096) * 32 + 4096 if deep else 8 * gib + 4096
+    if deep:     # the 7 GiB the deep tables leave: more resident at 80 and 60, two in flight at 40
+        expect = {80: (2, ("h", "l", "b_g1", "b_g2")), 60: (2, ("h",)), 48: (2, ()), 40: (2, ()),
+                  36: (1, ()), 22: (1, ())}
+    else:
+        expect = {80: (2, ("h", "l")), 60: (2, ()), 48: (2, ()), 40: (1, ())}
     for free_gib, want in expect.items():
-        p, kept = stream_plan(pk, free_gib * gib, 3, 2, room)
+        p, kept = stream_plan(pk, free_gib * gib, 3, 2, room, deep)
         assert (p, kept) == want, free_gib
-        left = free_gib * gib - _tables_bytes(n) - p * partition_bytes(n, room) - sum(_align(size[q]) for q in kept)
+        left = free_gib * gib - tables - p * partition_bytes(n, room) - sum(_align(size[q]) for q in kept)
         assert left >= 3 * (STREAM_CHUNK_SHARED if p > 1 else 0)
+    if deep:     # a 24 GB card (~22 GiB usable): one partition and three slots of over 1 GiB
+        assert 22 * gib - tables - partition_bytes(n, room) > 3 * gib
+        return
     # 80 GiB: streaming A and B (B_G1 and B_G2 go together) makes 6 chunks of 4 GiB (so does
     # streaming L and B, or H and L, …: the tie goes to the most bytes resident), all 12
-    chunk = min(STREAM_CHUNK_MAX, (80 * gib - _tables_bytes(n) - 2 * partition_bytes(n, room)
+    chunk = min(STREAM_CHUNK_MAX, (80 * gib - tables - 2 * partition_bytes(n, room)
                                    - sum(size[q] for q in ("h", "l"))) // 3)
     assert chunk == STREAM_CHUNK_MAX and sum(-(-size[q] // chunk) for q in ("a", "b_g1", "b_g2")) == 6
     assert sum(-(-size[q] // chunk) for q in size) == 12
-    assert stream_plan(pk, 200 * gib, 3, 4, room)[0] == 4      # more partitions when they fit
-    assert stream_plan(pk, 20 * gib, 3, 2, room) == (1, ())    # none fits: one, all streamed
+    assert stream_plan(pk, 200 * gib, 3, 4, room, deep)[0] == 4      # more partitions when they fit
+    assert stream_plan(pk, 20 * gib, 3, 2, room, deep) == (1, ())    # none fits: one, all streamed
 
 
 def test_bench_single_paths(fake, monkeypatch, circuit):

@@ -259,6 +259,7 @@ def test_snarkjs_h_matches_cpu(lg, rng):
     a, b, c = (rand_fr(rng, n) for _ in range(3))
     want = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), ROOT_EXPONENT, threads=0)
     assert np.array_equal(G.snarkjs_h(a, b, c, ROOT_EXPONENT), want)
+    assert np.array_equal(G.snarkjs_h(a, b, c, ROOT_EXPONENT, deep=True), want)
 
 
 @pytest.mark.gpu
@@ -272,6 +273,7 @@ def test_h_stage_matches_cpu(lg, rng):
     cpu_ntt.h_stage(*ref, threads=0)
     got = G.h_stage(a, b, c)
     assert np.array_equal(got, ref[0])
+    assert np.array_equal(G.h_stage(a, b, c, deep=True), ref[0])   # deep tables (from 2^6)
     from cuzk._native import _driver as d
     buf = G.h_stage_device(a, b, c)        # device-resident variant, same bytes
     st = G._state(None)
@@ -281,6 +283,18 @@ def test_h_stage_matches_cpu(lg, rng):
     s.synchronize()
     buf.free(s)
     assert np.array_equal(got2, ref[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
+@pytest.mark.parametrize("lg", [23, 26])
+def test_h_stage_deep_tables_equal_full_large(lg, rng):
+    """Deep tables at three-pass sizes with different bottom passes (2^23: 7 bits, 2^26: 8):
+    the same coefficients as the full tables (each checked against the CPU up to 2^22 above)."""
+    n = 1 << lg
+    a, b, c = (rand_fr(rng, n) for _ in range(3))
+    assert G.h_deep(lg) and G.pass_plan(lg)[-1][0] >= 3
+    assert np.array_equal(G.h_stage(a, b, c, deep=True), G.h_stage(a, b, c))
 
 
 @pytest.mark.gpu

@@ -87,6 +87,11 @@ row_check_arg = choice_arg("row_check", ROW_CHECKS)
 KEY_WHERE = ("auto", "device", "host")
 key_where_arg = choice_arg("key_where", KEY_WHERE)
 
+#: The H stage's twiddle tables (``CudaStages(h_tables=...)``): "auto" (deep for a key streamed
+#: from host memory, full for a resident one), "full" or "deep" (``cuzk._cuda_ntt.h_deep``).
+H_TABLES_MODES = ("auto", "full", "deep")
+h_tables_arg = choice_arg("h_tables", H_TABLES_MODES)
+
 
 def precompute_arg(v):
     """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""

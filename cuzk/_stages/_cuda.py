@@ -40,7 +40,7 @@ from .._assignment import popcount_words
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
-from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, key_where_arg,
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_tables_arg, key_where_arg,
                     ones_kind_arg, precompute_arg, row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
@@ -254,20 +254,22 @@ class ResidentKey:
 
     ``where`` is ``"device"``; ``nbytes`` the device bytes reserved (points + warm-up tables);
     ``ptr(q)`` the device address of query ``q`` (one of ``QUERIES``).  Shared read-only by
-    every worker of the device; ``release()`` frees it (idempotent).
+    every worker of the device; ``release()`` frees it (idempotent).  ``deep_tables``: its H
+    stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: 1 GiB instead of 8 at 2^27).
     """
 
     where = "device"
 
     def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
-                 abc_scratch=False, side_scratch=False):
-        from .. import _cuda_msm
+                 abc_scratch=False, side_scratch=False, deep_tables=False):
+        from .. import _cuda_msm, _cuda_ntt
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
         self._res = None
         lg = pk.domain_size.bit_length() - 1
+        self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
         sizes = {q: _query_bytes(pk, q) for q in QUERIES}
-        base = _key_device_bytes(pk)            # the five queries and the H stage's tables
+        base = _key_device_bytes(pk, self.deep_tables)   # the five queries and the H stage's tables
         # the H MSM (the partition's largest, over uniform scalars) may read `precompute` shifted
         # copies of the H bases (``_cuda_msm.precompute_bases``): fewer windows per MSM
         nh = pk.h.shape[0]
@@ -310,7 +312,7 @@ class ResidentKey:
             if pre:
                 table = self._bufs["h_table"].ptr
                 _cuda_msm.precompute_bases(plan, up, table, table)
-            _warm_tables(device, lg, up)
+            _warm_tables(device, lg, up, self.deep_tables)
             up.synchronize()
         except BaseException:
             up.synchronize()
@@ -357,6 +359,9 @@ class StreamedKey:
     uploaded once with the key and read in place as one chunk each (B_G1 and B_G2 together:
     their tails share one index array, uploaded chunk-relative only for streamed queries).
 
+    ``deep_tables``: the H stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: at 2^27
+    1 GiB instead of 8, which go to the slots and the partitions in flight).
+
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
     ``partitions`` partitions in flight whose tails may take ``room`` bytes of a, b, c's buffer),
@@ -369,7 +374,8 @@ class StreamedKey:
     where = "host"
 
     def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
-                 resident=()):
+                 resident=(), deep_tables=True):
+        from .. import _cuda_ntt
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
         if self.slots < 2:
@@ -388,7 +394,8 @@ class StreamedKey:
         # the queries kept on the device (a partly resident key: ``stream_plan``)
         self.resident = tuple(q for q in QUERIES if q in set(resident) and self.points(q))
         lg = pk.domain_size.bit_length() - 1
-        tables = _tables_bytes(pk.domain_size)
+        self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
+        tables = _tables_bytes(pk.domain_size, self.deep_tables)
         kept = sum(_align(_query_bytes(pk, q)) for q in self.resident)
         if chunk_bytes is None:
             free = None if budget is None or budget.free is None else budget.free - kept
@@ -417,7 +424,7 @@ class StreamedKey:
                     nb = _query_bytes(pk, q)
                     self._bufs[q] = pool.alloc(nb, up)
                     d.copy_htod(self._bufs[q], self.host_ptr(q), nb, up)
-                _warm_tables(device, lg, up)
+                _warm_tables(device, lg, up, self.deep_tables)
                 up.synchronize()
             finally:
                 up.close()
@@ -584,11 +591,12 @@ def _query_of(name):
     return name.partition("@")[0].partition(":")[0]
 
 
-def _tables_bytes(domain):
+def _tables_bytes(domain, deep=False):
     """Device bytes of the H stage's warm-up tables at ``domain``: its twiddle tables
-    (``_cuda_ntt.H_TABLES``, 32 bytes per element each) and constants (< 4 KiB)."""
+    (``_cuda_ntt.h_tables_bytes``: 32 bytes per element each; an eighth and a tail when ``deep``)
+    and constants (< 4 KiB)."""
     from .. import _cuda_ntt
-    return len(_cuda_ntt.H_TABLES) * domain * _FR + 4096
+    return _cuda_ntt.h_tables_bytes(domain.bit_length() - 1, deep) + 4096
 
 
 def _query_bytes(pk, q):
@@ -596,18 +604,19 @@ def _query_bytes(pk, q):
     return int(getattr(pk, QUERIES[q][0]).nbytes)
 
 
-def _key_device_bytes(pk):
+def _key_device_bytes(pk, deep=False):
     """Device bytes of ``pk`` resident without precomputed copies: its five queries and the
-    H stage's tables (``ResidentKey`` with ``precompute=1``)."""
-    return sum(_query_bytes(pk, q) for q in QUERIES) + _tables_bytes(pk.domain_size)
+    H stage's tables, deep or not (``ResidentKey`` with ``precompute=1``)."""
+    return sum(_query_bytes(pk, q) for q in QUERIES) + _tables_bytes(pk.domain_size, deep)
 
 
-def _warm_tables(device, lg, stream):
-    """Twiddle tables and constants of the H stage at 2^lg, built now (not in a kernel region)."""
+def _warm_tables(device, lg, stream, deep):
+    """Twiddle tables (deep or not) and constants of the H stage at 2^lg, built now (not in a
+    kernel region)."""
     from .. import _cuda_ntt
     st = _cuda_ntt._state(device)
     for kind in _cuda_ntt.H_TABLES:
-        st.table(lg, kind, stream)
+        st.table(lg, kind, stream, deep)
     st.consts(lg, stream)
 
 
@@ -837,6 +846,13 @@ class CudaStages(CpuStages):
         Where ``load_key`` puts a key by default: "auto" (on the device, wholly or in part
         (``stream_plan``), as the budget and the partitions in flight allow; the rest streamed
         from host memory), "device" or "host" (the stage option ``key_where``).
+    h_tables : str
+        The H stage's twiddle tables: "auto" (deep for a key streamed from host memory, wholly or
+        in part, where device memory is short; full for a resident key), "full" or "deep" (the
+        stage option ``h_tables``).  Deep tables (``cuzk._cuda_ntt.h_deep``) keep the levels
+        above the three deepest and compute those in the round that reads them: at 2^27 1 GiB
+        instead of 8, which lets a 2^27 partition prove on a streamed key in ~21 GiB (24 GB
+        cards).  The same bytes.
     """
 
     name = "cuda"
@@ -844,9 +860,10 @@ class CudaStages(CpuStages):
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
-                 stream_slots=None, key_where="auto"):
+                 stream_slots=None, key_where="auto", h_tables="auto"):
         super().__init__(threads)
         self.key_where = key_where_arg(key_where)
+        self.h_tables = h_tables_arg(h_tables)
         self.stream_slots = STREAM_SLOTS if stream_slots is None else int(stream_slots)
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
@@ -910,11 +927,12 @@ class CudaStages(CpuStages):
         # a streamed key's reductions run on one stream: its tails may take a, b, c's whole buffer
         room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
         kept = ()
+        deep_resident, deep_streamed = self.h_tables == "deep", self.h_tables != "full"
         if where == "auto" and budget is not None and budget.total is not None:
-            whole, left = _key_device_bytes(pk), budget.total - budget.lasting
+            whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
             if whole + partitions * part > left:
-                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room)
+                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed)
                 if p < 2 and whole + part <= left:
                     kept = ()               # one partition at a time either way: all resident
                 else:
@@ -926,14 +944,15 @@ class CudaStages(CpuStages):
         if where != "host":
             try:
                 return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
-                                   abc_scratch=self.abc_scratch, side_scratch=self.side_scratch)
+                                   abc_scratch=self.abc_scratch, side_scratch=self.side_scratch,
+                                   deep_tables=deep_resident)
             except BudgetError as e:
                 if where == "device":
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", lg, budget.name, e)
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
-                           partitions, room, resident=kept)
+                           partitions, room, resident=kept, deep_tables=deep_streamed)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -1343,7 +1362,7 @@ class CudaStages(CpuStages):
         part.gpu_marks = [("start", ctx.event(s, timing=True))]
         # step "a" reads a and writes c's buffer (b and H's output may not be allocated yet)
         _cuda_ntt.h_stage_inplace(dev["a"], None, dev["c"], None, part.n, device=self.device,
-                                  stream=s, c_from_ab=True, steps=("a",))
+                                  stream=s, c_from_ab=True, steps=("a",), deep=part.key.deep_tables)
 
     def _enqueue_head(self, part, bases):
         """On the compute stream, after ``part.uploaded``: the H NTT (its first step already, when
@@ -1356,7 +1375,7 @@ class CudaStages(CpuStages):
             self._enqueue_h_first(part, part.uploaded)
         s.wait_event(part.uploaded)
         _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
-                                  stream=s, c_from_ab=True, steps=("rest",))
+                                  stream=s, c_from_ab=True, steps=("rest",), deep=part.key.deep_tables)
         marks = part.gpu_marks
         part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
         marks.append(("h_ntt", part.h_ntt))
@@ -1687,7 +1706,7 @@ def _slot_share(domain, free, tables, slots, partitions, room):
 _SPLIT_UNITS = (("h",), ("l",), ("a",), ("b_g1", "b_g2"))
 
 
-def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0):
+def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True):
     """(p, resident): how a key that is not kept whole on the device is split when the budget has
     ``free`` bytes: which queries stay resident (``StreamedKey(resident=...)``) and how many
     partitions p <= ``partitions`` fit in flight beside it (``partition_bytes(domain, room)``
@@ -1695,9 +1714,11 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0):
     ``STREAM_CHUNK_SHARED`` (for p = 1: ``STREAM_CHUNK_MIN``; streaming every query always
     counts as fitting there); among those splits, the one whose streamed queries make the fewest
     chunks (each chunk's reductions have a fixed cost: ~6 ms of region per chunk at 2^27,
-    bench/RESULTS.md session 26), then the one that keeps the most bytes resident."""
+    bench/RESULTS.md session 26), then the one that keeps the most bytes resident.  ``deep``: the
+    key's H tables are deep (``StreamedKey(deep_tables=)``)."""
+    from .. import _cuda_ntt
     n = pk.domain_size
-    tables = _tables_bytes(n)
+    tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
     qs = [q for q in QUERIES if _query_bytes(pk, q)]
     units = [u for u in _SPLIT_UNITS if any(q in qs for q in u)]
     for p in range(max(1, int(partitions)), 0, -1):

@@ -4,7 +4,8 @@
 // Kernels (all state comes in through arguments; nothing is kept in globals):
 //   cuzk_ntt_pass             one pass over bits [lo, lo+S) with tiles of 2^LC
 //                             sub-problems (S + LC <= 11).
-//   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind.
+//   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind (or its levels
+//                             above the deep ones).
 //   cuzk_h_odd_gather         snarkjs's H scalars from A, B, C on the coset w_2n (gather).
 //   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests and small jobs).
 #include "ntt/ntt.cuh"
@@ -35,14 +36,14 @@ cuzk_ntt_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_i
 // Z[0] = 1, for a root w of order n = 2^lg_n given as w^e = pow_lo[e mod 2^lg_lo] *
 // pow_hi[e >> lg_lo] (e < n/2).  Forward plain: w = w_n, level = null; forward coset:
 // level[l] = g^(2^(lg_n-1-l)); inverse: w = w_n^-1 and level = g^-(2^(lg_n-1-l)).
+// Entries h < count (<= n; a deep table, F_DEEP in ntt.cuh: n/8, its tail written by the host).
 // 1-2 Fr multiplications per entry; grid-stride.
 extern "C" __global__ void cuzk_ntt_gen_zetas(fr_t* d_z, uint32_t lg_n, const fr_t* d_pow_lo,
                                               const fr_t* d_pow_hi, uint32_t lg_lo,
-                                              const fr_t* d_level)
+                                              const fr_t* d_level, uint32_t count)
 {
     using namespace cuzk::ntt;
-    const uint32_t n = 1u << lg_n;
-    for (uint32_t h = blockIdx.x * blockDim.x + threadIdx.x; h < n; h += gridDim.x * blockDim.x) {
+    for (uint32_t h = blockIdx.x * blockDim.x + threadIdx.x; h < count; h += gridDim.x * blockDim.x) {
         if (h == 0) {
             store_fr(d_z, fr_t::one());
             continue;

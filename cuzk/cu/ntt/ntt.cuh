@@ -50,7 +50,9 @@ enum : uint32_t {
     F_PRODUCT = 256u,     // input = d_in*d_in_b*K[3]  (gathered with F_LOAD_BITREV)
     F_ADD_OUT = 512u,     // output += d_in_c (same index; d_in_c may equal d_out); no d_k
     F_MIRROR_INV = 1024u, // the inverse rounds read d_zinv = the w-coset forward table, mirrored
-};                        // (mirror_node: no inverse w table is kept)
+                          // (mirror_node: no inverse w table is kept)
+    F_DEEP = 2048u,       // the tables hold levels < lg_n-3 only, then the deep tail (deep_base):
+};                        // the round over bits 0..2 computes its twiddles
 
 CUZK_DEVICE uint32_t brev_bits(uint32_t x, int bits)
 {
@@ -94,6 +96,33 @@ CUZK_DEVICE void store_fr(fr_t* p, const fr_t& v)
 CUZK_DEVICE uint32_t mirror_node(uint32_t h)
 {
     return h ^ ((0x80000000u >> __clz(h)) - 1u);
+}
+
+// Deep tables (F_DEEP).  The three deepest levels hold 7/8 of a heap table (3.5 GiB of 4 at
+// 2^27); a deep table keeps the levels < lt = lg_n - 3 (2^lt entries) and, after them, a tail
+//     T[0..2] = w8^2, w8, w8^3     (w8 = w^(n/8): the table's primitive 8th root of unity)
+//     T[4 ..)  = g·w^i, i < 2^lg_lo, then w^(i·2^lg_lo), i < 2^(lt - lg_lo),   lg_lo = ceil(lt/2)
+// (w the table's root of order n, g its coset shift at the deepest level, 1 for a plain table).
+// For a node h of level lt, j = h - 2^lt, the base B = g·w^bitrev_lt(j) gives the whole 3-level
+// subtree below it (bitrev_(lt+2)(4j + k) = bitrev_2(k)·2^lt + bitrev_lt(j)):
+//     z(lt+2, 4j + k) = B·w8^bitrev_2(k),  z(lt+1, 2j + k) = B^2·w8^(2k),  z(lt, j) = B^4,
+// so the round over bits 0..2 (lo == 0, A == 0: exactly these levels) costs 1 product for B and
+// 2-6 for its seven twiddles instead of seven table loads from the largest levels.
+CUZK_DEVICE fr_t deep_base(const fr_t* __restrict__ d_z, uint32_t lg_n, uint32_t h)
+{
+    const uint32_t lt = lg_n - 3, lg_lo = (lt + 1) / 2;
+    const fr_t* pow_lo = d_z + (1u << lt) + 4;
+    const uint32_t e = brev_bits(h - (1u << lt), (int)lt);
+    return load_fr_ro(pow_lo + (e & ((1u << lg_lo) - 1))) * load_fr_ro(pow_lo + (1u << lg_lo) + (e >> lg_lo));
+}
+
+// Twiddle of child k of the group's node at level lt + 2 - t (t = 2: the node itself), from
+// B and B2 = B^2 (see deep_base); T = the tail.  k is a compile-time constant where inlined.
+CUZK_DEVICE fr_t deep_twiddle(int t, uint32_t k, const fr_t& B, const fr_t& B2, const fr_t* __restrict__ T)
+{
+    if (t == 2) return B2 * B2;
+    if (t == 1) return k == 0 ? B2 : B2 * load_fr_ro(T);
+    return k == 0 ? B : B * load_fr_ro(T + (k - 1));   // w8^bitrev_2(k): k = 1, 2, 3 -> T[0..2]
 }
 
 // Tile in shared memory (E <= 2^11 elements, E * 32 bytes of dynamic shared
@@ -166,7 +195,9 @@ struct pass_geom_t {
 // h == 1) and the table is plain, so Z[1] = Z[2] = Z[4] = 1: 7 of the 12
 // butterflies need no multiplication (decided at compile time per butterfly).
 // MIRROR (inverse only): d_z is the w-coset forward table, read through mirror_node.
-template <bool FWD, bool TRIV, bool MIRROR = false>
+// DEEP: the round over bits 0..2 of a deep table (F_DEEP; A == 0, lo == 0): twiddles from
+// deep_base (mirrored: the base of the mirrored node, children in reverse order).
+template <bool FWD, bool TRIV, bool MIRROR = false, bool DEEP = false>
 CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, const fr_t* __restrict__ d_z)
 {
     const uint32_t SH = g.LC + A;  // position of the round's bits in e
@@ -179,6 +210,12 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 #pragma unroll
         for (int j = 0; j < 8; j++) x[j] = tile.get(p0 ^ tile_t::phys((uint32_t)j << SH));
         uint32_t h = TRIV ? 1u : g.node(e0, A, 3);
+        fr_t B, B2, zd;                     // DEEP: the subtree's base, its square, the twiddle
+        const fr_t* T = d_z + (1u << (g.lg_n - 3));
+        if (DEEP) {
+            B = deep_base(d_z, g.lg_n, MIRROR ? mirror_node(h) : h);
+            B2 = B * B;
+        }
         if (FWD) {
 #pragma unroll
             for (int t = 2; t >= 0; t--) {
@@ -187,7 +224,12 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
                     if (j & (1 << t)) continue;
                     const bool one = TRIV && (j >> (t + 1)) == 0;  // Z[1], Z[2] or Z[4]
                     fr_t v = x[j + (1 << t)];
-                    if (!one) v = v * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    if (DEEP) {
+                        if ((j & ((2 << t) - 1)) == 0) zd = deep_twiddle(t, (uint32_t)(j >> (t + 1)), B, B2, T);
+                        v = v * zd;
+                    } else if (!one) {
+                        v = v * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
+                    }
                     x[j + (1 << t)] = x[j] - v;
                     x[j] = x[j] + v;
                 }
@@ -202,7 +244,13 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
                     const uint32_t z = (h << (2 - t)) + (j >> (t + 1));
                     fr_t u = x[j], v = x[j + (1 << t)];
                     x[j] = u + v;
-                    if (one)
+                    if (DEEP) {
+                        if ((j & ((2 << t) - 1)) == 0) {   // first use of this node's twiddle
+                            const uint32_t k = (uint32_t)(j >> (t + 1));
+                            zd = deep_twiddle(t, MIRROR ? (4u >> t) - 1u - k : k, B, B2, T);
+                        }
+                        x[j + (1 << t)] = MIRROR ? (v - u) * zd : (u - v) * zd;
+                    } else if (one)
                         x[j + (1 << t)] = u - v;
                     else if (MIRROR)
                         x[j + (1 << t)] = (v - u) * load_fr_ro(d_z + mirror_node(z));
@@ -253,10 +301,17 @@ CUZK_DEVICE void round1(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
 // single-bit rounds.  Every round ends with a block barrier.  plain: the table
 // is plain (F_PLAIN_*), so the top-level twiddles are 1 (see round3/round1).
 // MIRROR: d_z is the w-coset forward table (F_MIRROR_INV; never plain).
+// deep: the tables are deep (F_DEEP): the round over bits 0..2 (lo == 0, A == 0; S >= 3, lg_n >= 6)
+// computes its twiddles.
 template <bool MIRROR>
-CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain)
+CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain, bool deep)
 {
     uint32_t A = 0;
+    if (deep && g.lo == 0) {
+        round3<false, false, MIRROR, true>(tile, g, 0, d_z);
+        __syncthreads();
+        A = 3;
+    }
 #pragma unroll 1
     for (; A + 3 <= g.S; A += 3) {
         if (!MIRROR && plain && g.lo + A + 3 == g.lg_n)
@@ -272,21 +327,26 @@ CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t
     }
 }
 
-CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain)
+CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t* d_z, bool plain, bool deep)
 {
     uint32_t full = g.S / 3 * 3;
+    const uint32_t last = deep && g.lo == 0 ? 3u : 0u;   // the deep round runs after the loop
 #pragma unroll 1
     for (uint32_t A = g.S; A-- > full;) {
         round1<true>(tile, g, A, d_z, plain);
         __syncthreads();
     }
 #pragma unroll 1
-    for (uint32_t A = full; A >= 3;) {
+    for (uint32_t A = full; A >= last + 3;) {
         A -= 3;
         if (plain && g.lo + A + 3 == g.lg_n)
             round3<true, true>(tile, g, A, d_z);
         else
             round3<true, false>(tile, g, A, d_z);
+        __syncthreads();
+    }
+    if (last) {
+        round3<true, false, false, true>(tile, g, 0, d_z);
         __syncthreads();
     }
 }
@@ -343,13 +403,14 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         }
     }
     __syncthreads();
+    const bool deep = (flags & F_DEEP) != 0;
     if (flags & F_INV) {
         if (flags & F_MIRROR_INV)
-            rounds_inv<true>(tile, g, d_zinv, false);
+            rounds_inv<true>(tile, g, d_zinv, false, deep);
         else
-            rounds_inv<false>(tile, g, d_zinv, (flags & F_PLAIN_INV) != 0);
+            rounds_inv<false>(tile, g, d_zinv, (flags & F_PLAIN_INV) != 0, deep);
     }
-    if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd, (flags & F_PLAIN_FWD) != 0);
+    if (flags & F_FWD) rounds_fwd(tile, g, d_zfwd, (flags & F_PLAIN_FWD) != 0, deep);
     {  // store (every round ended with a barrier)
         const bool scatter = (flags & F_STORE_BITREV) != 0;
         if (flags & (F_SCALE_OUT | F_ADD_OUT)) {
