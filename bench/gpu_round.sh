@@ -298,6 +298,12 @@ for step in "${@:-all}"; do
       timeout 560 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "precompute=1" \
         ${TIGHT27_CONFIGS:---config "where=host,budget_gib=20" --config "where=host,budget_gib=22" --config "where=host,budget_gib=40" --config "where=host,budget_gib=40,h_tables=full"} \
         --json "$OUT/tight27.json" 2>&1 | tee "$OUT/tight27.log" | grep -v "^ " | tail -30 ;;
+    splitab) # a partly resident 2^27 key (deep tables: H, L, B resident in 80 GiB, A streamed) with its other
+      # reductions on the side stream beside H's MSM (split_side=1) against one stream (the default), the engine
+      # with two workers over 10 partitions, in 80 and 60 GiB (session 27, full tables, one stream: 15.59 / 16.36 s)
+      timeout 560 python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu 2 --lock-mode two-lock \
+        --backend cuda --cache-dir memory --vram-budget ${SPLITAB_BUDGET:-80,60} \
+        --stage-options "split_side=0;split_side=1" --json "$OUT/splitab.json" 2>&1 | tee "$OUT/splitab.log" | tail -16 ;;
     rowab) # row_check=on_failure (the CPU row check only when a verified proof fails) against beside, same run:
            # 2^24, where the engine is host-bound (two-lock, 2 and 4 workers)
            timeout 300 python3 -m cuzk bench --log-n 24 --partitions 20 --workers-per-gpu 2,4 --lock-mode two-lock \

@@ -715,13 +715,16 @@ def test_cuda_stages_streamed_key_in_chunks_equals_cpu(fake, monkeypatch, chunk_
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("split_side", [False, True])
 @pytest.mark.parametrize("resident", [("h",), ("l", "b_g1", "b_g2"), ("h", "a")])
-def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident):
+def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident, split_side):
     """A key split by ``stream_plan`` (``StreamedKey(resident=...)``): the resident queries are
     uploaded once with the key (counted in its lasting bytes) and read in place as one chunk each,
-    never through the slots; the others stream in chunks; the CPU's bytes, twice; the budget
+    never through the slots; the others stream in chunks (with H resident and ``split_side``, on
+    the side stream beside H's MSM; else on the compute stream); the CPU's bytes, twice; the budget
     returns to zero.  "auto" in a budget too small for the whole key beside two partitions, with
-    two partitions asked for, splits it as ``stream_plan`` says."""
+    two partitions asked for, splits it as ``stream_plan`` says (with ``split_side``, counting
+    the tails' room beside H's MSM for splits that keep H)."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -732,10 +735,12 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident)
     r1cs, inputs, aux = porep_like(8, 10)
     pk = keygen_random(r1cs, seed=10)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, split_side=split_side)
     budget = Budget(None, "big")
     ctx = st.context(budget=budget)
-    key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=resident)
+    key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=resident, h_head=split_side)
+    side = split_side and "h" in resident
+    assert key.h_head == side
     kept = sum(_align(_query_bytes(pk, q)) for q in resident)
     assert key.resident == tuple(q for q in ("h", "l", "a", "b_g1", "b_g2") if q in resident)
     assert key.nbytes == _tables_bytes(pk.domain_size, key.deep_tables) + 3 * _align(key.slot_bytes) + kept
@@ -751,6 +756,13 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident)
         st.run(part).synchronize()
         assert part.bytes_uploaded - up0 == streamed       # only the streamed queries' chunks
         assert st.finish(part) == prove(pk, asg, 7 + i, 8, backend="cpu")
+        # with H resident and split_side the other reductions (and the slots' waits) run on the
+        # side stream beside H's MSM, as a resident key's do; else all on the compute stream
+        assert ("gpu:side" in part.timings) == side
+        ready = {id(e) for e in part.bases.ready.values()}
+        waits = [sw for sw, ev in fake.waits if id(ev) in ready]
+        assert waits and all(sw is (ctx.side if side else ctx.compute) for sw in waits)
+        fake.waits.clear()
     key.release()
     assert budget.used == 0
     ctx.close()
@@ -759,13 +771,16 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident)
     import cuzk._stages._cuda as sc
     monkeypatch.setattr(sc, "STREAM_CHUNK_SHARED", 2048)
     monkeypatch.setattr(sc, "STREAM_CHUNK_MIN", 1024)
-    st2 = CudaStages(threads=1, b_g2="gpu")
+    st2 = CudaStages(threads=1, b_g2="gpu", split_side=split_side)
     total = _key_device_bytes(pk) + 2 * partition_bytes(pk.domain_size) - 1
-    want = stream_plan(pk, total, 3, 2, 3 * pk.domain_size * 32)
+    room_h = st2._room_beside_h(pk) if split_side else None
+    assert room_h is None or 0 <= room_h < 3 * pk.domain_size * 32
+    want = stream_plan(pk, total, 3, 2, 3 * pk.domain_size * 32, True, room_h)
     assert want[0] == 2 and want[1]
     budget = Budget(total, "split")
     key = st2.load_key(pk, budget=budget, partitions=2)
     assert isinstance(key, StreamedKey) and key.resident == want[1]
+    assert key.h_head == (split_side and "h" in want[1])
     key.release()                # (a partition this small reserves far more than its estimate)
     assert budget.used == 0
 

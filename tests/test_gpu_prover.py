@@ -185,17 +185,19 @@ def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
     assert got == [prove(pk, asg, 41 + i, 42 + i, backend="cpu") for i in range(2)]
 
 
-@pytest.mark.parametrize("resident", [("h", "l"), ("a", "b_g1", "b_g2")])
+@pytest.mark.parametrize("resident,split_side", [(("h", "l"), False), (("h", "l"), True),
+                                                 (("a", "b_g1", "b_g2"), False)])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
-def test_cuda_partly_resident_key_bytes_equal_cpu(resident):
+def test_cuda_partly_resident_key_bytes_equal_cpu(resident, split_side):
     """A key split by ``stream_plan``'s rule (``StreamedKey(resident=...)``): the resident queries
-    read in place, the others streamed through 1 MiB slots; the CPU backend's bytes, twice."""
+    read in place, the others streamed through 1 MiB slots (with H resident and ``split_side``,
+    on the side stream beside H's MSM); the CPU backend's bytes, twice."""
     from cuzk._stages._cuda import CudaStages, StreamedKey
     pk, asg = _circuit(16, 23)
-    st = CudaStages()
+    st = CudaStages(split_side=split_side)
     ctx = st.context()
-    key = StreamedKey(pk, st.device, st.pool, None, 1 << 20, resident=resident)
+    key = StreamedKey(pk, st.device, st.pool, None, 1 << 20, resident=resident, h_head=split_side)
     try:
         assert all(len(key.chunks(q)) == 1 for q in resident)
         assert all(len(key.chunks(q)) > 1 for q in ("h", "l", "a") if q not in resident)

@@ -259,6 +259,7 @@ class ResidentKey:
     """
 
     where = "device"
+    h_head = True           # its H MSM is one plan, run first (``_h_whole``)
 
     def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
                  abc_scratch=False, side_scratch=False, deep_tables=False):
@@ -359,6 +360,10 @@ class StreamedKey:
     uploaded once with the key and read in place as one chunk each (B_G1 and B_G2 together:
     their tails share one index array, uploaded chunk-relative only for streamed queries).
 
+    ``h_head``: with H resident, its MSM runs first as one plan and the other reductions (and the
+    slots' waits and refills) may go to the side stream beside it, as a resident key's do
+    (``CudaStages(split_side=True)``; ``_h_whole``).
+
     ``deep_tables``: the H stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: at 2^27
     1 GiB instead of 8, which go to the slots and the partitions in flight).
 
@@ -374,7 +379,7 @@ class StreamedKey:
     where = "host"
 
     def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
-                 resident=(), deep_tables=True):
+                 resident=(), deep_tables=True, h_head=False):
         from .. import _cuda_ntt
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
@@ -393,6 +398,7 @@ class StreamedKey:
             raise ValueError(f"b_g1 and b_g2 are resident together or not at all, got {sorted(resident)}")
         # the queries kept on the device (a partly resident key: ``stream_plan``)
         self.resident = tuple(q for q in QUERIES if q in set(resident) and self.points(q))
+        self.h_head = bool(h_head) and "h" in self.resident
         lg = pk.domain_size.bit_length() - 1
         self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
         tables = _tables_bytes(pk.domain_size, self.deep_tables)
@@ -542,27 +548,28 @@ class _Bases:
         self.unread[k] = True
         self.uploads.append((start, self.ready[(q, j)]))
 
-    def ptr(self, unit):
-        """The device address of ``unit``'s bases for kernels enqueued next on the compute stream."""
+    def ptr(self, unit, stream=None):
+        """The device address of ``unit``'s bases for kernels enqueued next on ``stream`` (None:
+        the compute stream; every unit that goes through the slots on one stream)."""
         if not self.streamed:
             return self.key.ptr(unit)
         if unit[0] in self.key.resident:
             return self.key.ptr(unit[0])
         if unit not in self.waited:         # a unit's ones and tail: one wait
             self.waited.add(unit)
-            c = self.ctx.compute
+            c = self.ctx.compute if stream is None else stream
             before = self.ctx.event(c, timing=True)
             c.wait_event(self.ready[unit])
             self.waits.append((before, self.ctx.event(c, timing=True)))
         return self.slots[self.order.index(unit) % len(self.slots)].ptr
 
-    def done(self, unit):
-        """The kernels reading ``unit`` are enqueued: refill its slot with the unit as many places
-        on as there are slots."""
+    def done(self, unit, stream=None):
+        """The kernels reading ``unit`` are enqueued on ``stream`` (None: the compute stream):
+        refill its slot with the unit as many places on as there are slots."""
         if not self.streamed or unit[0] in self.key.resident:
             return
         i, m = self.order.index(unit), len(self.slots)
-        self.free[i % m] = [self.ctx.event(self.ctx.compute)]
+        self.free[i % m] = [self.ctx.event(self.ctx.compute if stream is None else stream)]
         self.unread[i % m] = False
         if i + m < len(self.order):
             self._upload(i + m)
@@ -853,6 +860,12 @@ class CudaStages(CpuStages):
         above the three deepest and compute those in the round that reads them: at 2^27 1 GiB
         instead of 8, which lets a 2^27 partition prove on a streamed key in ~21 GiB (24 GB
         cards).  The same bytes.
+    split_side : bool
+        With ``streams=2``, a partly resident key that keeps H (``stream_plan``) runs its H MSM
+        first and its other reductions, and the slots' waits and refills, on the side stream
+        beside it, as a resident key's do; its partitions then count the tails' scratch in the
+        part of a, b, c's buffer that H's MSM leaves (``_abc_left``; 2^27: 18.3 GiB per partition
+        instead of 17.0).  Off by default until measured (the stage option ``split_side=1``).
     """
 
     name = "cuda"
@@ -860,10 +873,11 @@ class CudaStages(CpuStages):
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
-                 stream_slots=None, key_where="auto", h_tables="auto"):
+                 stream_slots=None, key_where="auto", h_tables="auto", split_side=False):
         super().__init__(threads)
         self.key_where = key_where_arg(key_where)
         self.h_tables = h_tables_arg(h_tables)
+        self.split_side = bool(split_side)
         self.stream_slots = STREAM_SLOTS if stream_slots is None else int(stream_slots)
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
@@ -928,11 +942,15 @@ class CudaStages(CpuStages):
         room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
         kept = ()
         deep_resident, deep_streamed = self.h_tables == "deep", self.h_tables != "full"
+        h_head = self.split_side and self.streams == 2
+        # with H resident and split_side, the tails share a, b, c's buffer with H's MSM
+        room_h = self._room_beside_h(pk) if h_head and room else None
         if where == "auto" and budget is not None and budget.total is not None:
             whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
             if whole + partitions * part > left:
-                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed)
+                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed,
+                                      room_h)
                 if p < 2 and whole + part <= left:
                     kept = ()               # one partition at a time either way: all resident
                 else:
@@ -951,8 +969,18 @@ class CudaStages(CpuStages):
                     raise
                 log.info("key of domain 2^%d does not fit %s (%s): kept in host memory and "
                          "streamed per partition", lg, budget.name, e)
+        if room_h is not None and "h" in kept:
+            room = room_h
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
-                           partitions, room, resident=kept, deep_tables=deep_streamed)
+                           partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head)
+
+    def _room_beside_h(self, pk):
+        """Bytes of a, b, c's buffer that a whole H MSM of ``pk`` without copies leaves to the
+        tails beside it (``_abc_left``)."""
+        from .. import _cuda_msm
+        n = pk.domain_size
+        plan = _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=pk.h.shape[0], k=1, c=None)
+        return _abc_left(plan, n)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
     def msm(self, points, scalars, group, threads=None):
@@ -1290,9 +1318,10 @@ class CudaStages(CpuStages):
         return _Arena(part.dev["abc"].ptr + total - room, room, self.pool)
 
     def _concurrent(self, part):
-        """Whether the reductions after H's run on the side stream (``streams=2``, resident key:
-        a streamed key's slots are filled in the plans' order for one stream)."""
-        return self.streams == 2 and part.key.where == "device"
+        """Whether the reductions after H's run on the side stream (``streams=2``, H's bases on
+        the device whole: a partly resident key's streamed chunks then all go through the side
+        stream, which waits for their uploads and frees their slots)."""
+        return self.streams == 2 and _h_whole(part.key)
 
     def _scratch_peak(self, part):
         """The most MSM/batch scratch the partition's plans hold in the pool at once.  On one
@@ -1303,7 +1332,7 @@ class CudaStages(CpuStages):
         plans = part.plans
         if not plans:
             return 0
-        first = 1 if plans[0][0] == "h" else 0
+        first = 1 if _query_of(plans[0][0]) == "h" else 0
         head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch)] if first else []
         pair = self._sort_share(plans)
         if pair:
@@ -1320,7 +1349,7 @@ class CudaStages(CpuStages):
         ``abc_scratch`` or ``side_scratch``."""
         if not (self.abc_scratch and self.side_scratch):
             return 0
-        if self._concurrent(part) and part.plans and part.plans[0][0] == "h":
+        if self._concurrent(part) and part.plans and _query_of(part.plans[0][0]) == "h":
             return _abc_left(part.plans[0][2], part.n)
         return 3 * part.n * _FR
 
@@ -1435,20 +1464,20 @@ class CudaStages(CpuStages):
                     tails = arena
                 if kind == "batch":
                     part.parts[name] = _cuda_batch.enqueue_batch_add(
-                        plan, s, self.pool, bases.ptr(unit), dev[pq + "_ones"].ptr + lo // 8, view)
+                        plan, s, self.pool, bases.ptr(unit, s), dev[pq + "_ones"].ptr + lo // 8, view)
                 elif q == "h":
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, self._h_scratch_pool(part), bases.ptr(unit), dev["h"].ptr + lo * _FR,
+                        plan, s, self._h_scratch_pool(part), bases.ptr(unit, s), dev["h"].ptr + lo * _FR,
                         view, scalar_form="montgomery")
                 else:
                     part.parts[name] = _cuda_msm.enqueue_msm(
-                        plan, s, tails, bases.ptr(unit), dev[pq + "_tail_scalars"].ptr + t_lo * _FR,
+                        plan, s, tails, bases.ptr(unit, s), dev[pq + "_tail_scalars"].ptr + t_lo * _FR,
                         view, d_idx_ptr=dev[pq + "_tail_idx"].ptr + t_lo * 4,
                         scalar_form=part.prep["tail_form"], keep_sort=share if i == gi else None,
                         sorted_from=share if i == ti else None)
                 marks.append((name, ctx.event(s, timing=True)))
                 if i + 1 == len(units) or units[i + 1] != unit:
-                    bases.done(unit)
+                    bases.done(unit, s)
         finally:
             if share is not None:
                 share.release(s)       # kept and not taken (a failure between the two): freed
@@ -1706,7 +1735,7 @@ def _slot_share(domain, free, tables, slots, partitions, room):
 _SPLIT_UNITS = (("h",), ("l",), ("a",), ("b_g1", "b_g2"))
 
 
-def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True):
+def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, room_h=None):
     """(p, resident): how a key that is not kept whole on the device is split when the budget has
     ``free`` bytes: which queries stay resident (``StreamedKey(resident=...)``) and how many
     partitions p <= ``partitions`` fit in flight beside it (``partition_bytes(domain, room)``
@@ -1715,7 +1744,8 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True):
     counts as fitting there); among those splits, the one whose streamed queries make the fewest
     chunks (each chunk's reductions have a fixed cost: ~6 ms of region per chunk at 2^27,
     bench/RESULTS.md session 26), then the one that keeps the most bytes resident.  ``deep``: the
-    key's H tables are deep (``StreamedKey(deep_tables=)``)."""
+    key's H tables are deep (``StreamedKey(deep_tables=)``).  ``room_h``: the tails' room in a
+    split that keeps H (``CudaStages(split_side=True)``: H's MSM beside them); None: ``room``."""
     from .. import _cuda_ntt
     n = pk.domain_size
     tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
@@ -1727,7 +1757,8 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True):
         for mask in range((1 << len(units)) - 1):       # every split but "all resident"
             kept = tuple(q for q in qs if any(mask >> i & 1 and q in u for i, u in enumerate(units)))
             kb = sum(_align(_query_bytes(pk, q)) for q in kept)
-            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, room))
+            r = room_h if room_h is not None and "h" in kept else room
+            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, r))
             if chunk < floor and (p > 1 or kept):
                 continue
             chunk = max(chunk, STREAM_CHUNK_MIN)
@@ -1761,10 +1792,16 @@ def _tails_allowance(domain, room=0):
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
+def _h_whole(key):
+    """Whether ``key``'s H MSM is one plan run first, ``plans[0]`` (``key.h_head``: a resident key,
+    or a partly resident one that keeps H under ``split_side``)."""
+    return key.h_head
+
+
 def _heads(part):
     """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0), or
-    none with a streamed key (its H chunks are interleaved with the others', ``_streamed_plans``)."""
-    return 0 if part.key.where == "host" else 1
+    none when H is streamed (its chunks are interleaved with the others', ``_streamed_plans``)."""
+    return 1 if _h_whole(part.key) else 0
 
 
 def _prep_query(q):
