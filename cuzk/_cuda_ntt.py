@@ -309,7 +309,7 @@ class _DeviceState(DeviceState):
     def launch_pass(self, stream, lg_n, S, LC, lo, flags, d_out, d_in, d_b=0, d_c=0,
                     zinv=0, zfwd=0, k=0):
         E = 1 << (S + LC)
-        self.fn("cuzk_ntt_pass", _PASS_SMEM_MAX).launch(
+        self.fn("cuzk_ntt_pass_deep" if flags & F_DEEP else "cuzk_ntt_pass", _PASS_SMEM_MAX).launch(
             stream, (1 << lg_n) // E, max(1, E // 8),
             [("P", _ptr(d_out)), ("P", _ptr(d_in)), ("P", _ptr(d_b)), ("P", _ptr(d_c)),
              ("P", _ptr(zinv)), ("P", _ptr(zfwd)), ("P", _ptr(k)),

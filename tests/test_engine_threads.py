@@ -255,8 +255,9 @@ def test_parse_stage_options():
         "precompute": 2, "h_window": 20, "b_g2": "gpu"}
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
                                   "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch",
-                                  "stream_chunk", "stream_slots", "key_where"}
+                                  "stream_chunk", "stream_slots", "key_where", "h_tables", "split_side"}
     assert parse_stage_options("key_where=Host") == {"key_where": "host"}
+    assert parse_stage_options("h_tables=Deep,split_side=1") == {"h_tables": "deep", "split_side": True}
     assert parse_stage_options("stream_chunk=268435456,stream-slots=3") == {"stream_chunk": 1 << 28,
                                                                            "stream_slots": 3}
     assert parse_stage_options("ones_kind=Balanced,ones-kind=auto") == {"ones_kind": "auto"}
@@ -270,7 +271,8 @@ def test_parse_stage_options():
                      ("streams=3", "not 1 or 2"), ("streams=x", "not 1 or 2"), ("early_h=2", "not 0 or 1"),
                      ("ones_kind=fast", "not one of auto/xyzz/affine/balanced"),
                      ("row_check=never", "not one of beside/on_failure"),
-                     ("key_where=gpu", "not one of auto/device/host")):
+                     ("key_where=gpu", "not one of auto/device/host"),
+                     ("h_tables=half", "not one of auto/full/deep"), ("split_side=2", "not 0 or 1")):
         with pytest.raises(ValueError, match=why):
             parse_stage_options(bad)
 

@@ -4,6 +4,7 @@
 // Kernels (all state comes in through arguments; nothing is kept in globals):
 //   cuzk_ntt_pass             one pass over bits [lo, lo+S) with tiles of 2^LC
 //                             sub-problems (S + LC <= 11).
+//   cuzk_ntt_pass_deep        the same on deep tables (F_DEEP).
 //   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind (or its levels
 //                             above the deep ones).
 //   cuzk_h_odd_gather         snarkjs's H scalars from A, B, C on the coset w_2n (gather).
@@ -29,7 +30,16 @@ cuzk_ntt_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_i
               const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k, uint32_t lg_n, uint32_t lo,
               uint32_t S, uint32_t LC, uint32_t flags)
 {
-    cuzk::ntt::run_pass(d_out, d_in, d_in_b, d_in_c, d_zinv, d_zfwd, d_k, lg_n, lo, S, LC, flags);
+    cuzk::ntt::run_pass<false>(d_out, d_in, d_in_b, d_in_c, d_zinv, d_zfwd, d_k, lg_n, lo, S, LC, flags);
+}
+
+// The same pass on deep tables (F_DEEP; ntt.cuh deep_base), as its own kernel.
+extern "C" __global__ void __launch_bounds__(CUZK_NTT_MAX_THREADS, CUZK_NTT_MIN_BLOCKS)
+cuzk_ntt_pass_deep(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_in_c,
+                   const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k, uint32_t lg_n,
+                   uint32_t lo, uint32_t S, uint32_t LC, uint32_t flags)
+{
+    cuzk::ntt::run_pass<true>(d_out, d_in, d_in_b, d_in_c, d_zinv, d_zfwd, d_k, lg_n, lo, S, LC, flags);
 }
 
 // Z[2^l + j] = w^(bitrev_l(j) * 2^(lg_n-1-l)) * level[l]  (level omitted when null),

@@ -355,6 +355,9 @@ CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t
 // inverse rounds, forward rounds, store (optionally scattered and scaled).
 // Grid: n / 2^(S+LC) blocks of max(1, 2^(S+LC-3)) threads; dynamic shared
 // memory 2^(S+LC) * 32 bytes (S + LC <= TILE_LOG_MAX).
+// DEEP: the tables are deep (F_DEEP must be set); a separate instantiation (kernel), so that the
+// deep round's registers leave the full-table kernel's allocation as it was.
+template <bool DEEP>
 CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, const fr_t* d_in_c,
                           const fr_t* d_zinv, const fr_t* d_zfwd, const fr_t* d_k,
                           uint32_t lg_n, uint32_t lo, uint32_t S, uint32_t LC, uint32_t flags)
@@ -403,7 +406,7 @@ CUZK_DEVICE void run_pass(fr_t* d_out, const fr_t* d_in, const fr_t* d_in_b, con
         }
     }
     __syncthreads();
-    const bool deep = (flags & F_DEEP) != 0;
+    const bool deep = DEEP;
     if (flags & F_INV) {
         if (flags & F_MIRROR_INV)
             rounds_inv<true>(tile, g, d_zinv, false, deep);
