@@ -238,11 +238,7 @@ struct mont_t {
     static constexpr bool outline_mul(...) { return false; }
     // By value: the operands arrive in registers (through references they are loads from
     // the caller's stack, and ptxas then splits the a·b rows into IMAD + IMAD.HI + adds).
-#ifdef CUZK_HOST_EMU
-    static __attribute__((noinline)) mont_t mul_outline(const mont_t a, const mont_t b)
-#else
-    static __device__ __noinline__ mont_t mul_outline(const mont_t a, const mont_t b)
-#endif
+    static CUZK_NOINLINE mont_t mul_outline(const mont_t a, const mont_t b)
     {
         return mul_inline(a, b);
     }
@@ -390,11 +386,7 @@ struct mont_t {
         sqr_frames<1>(o, e, a, a2);
         return last_frame(o, e);  // N - 1 is odd: the last frame had E = o, O = e
     }
-#ifdef CUZK_HOST_EMU
-    static __attribute__((noinline)) mont_t sqr_outline(const mont_t a)
-#else
-    static __device__ __noinline__ mont_t sqr_outline(const mont_t a)
-#endif
+    static CUZK_NOINLINE mont_t sqr_outline(const mont_t a)
     {
         return sqr_inline(a);
     }

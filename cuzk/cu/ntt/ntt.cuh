@@ -264,6 +264,14 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
     }
 }
 
+// The deep round (round3 with DEEP, A == 0) out of line: its own register allocation, so that
+// its extra live values (B, B^2, the twiddle) do not make the other rounds of the deep kernel spill.
+template <bool FWD, bool MIRROR>
+CUZK_NOINLINE void round3_deep(const tile_t tile, const pass_geom_t g, const fr_t* __restrict__ d_z)
+{
+    round3<FWD, false, MIRROR, true>(tile, g, 0, d_z);
+}
+
 // Round of one bit at local bit A (the top rounds when 3 does not divide S).
 // plain: the table is plain, so the level-0 node (h == 1, uniform across the
 // block when the round is the top level) has twiddle 1.  MIRROR: as in round3.
@@ -308,7 +316,7 @@ CUZK_DEVICE void rounds_inv(const tile_t& tile, const pass_geom_t& g, const fr_t
 {
     uint32_t A = 0;
     if (deep && g.lo == 0) {
-        round3<false, false, MIRROR, true>(tile, g, 0, d_z);
+        round3_deep<false, MIRROR>(tile, g, d_z);
         __syncthreads();
         A = 3;
     }
@@ -346,7 +354,7 @@ CUZK_DEVICE void rounds_fwd(const tile_t& tile, const pass_geom_t& g, const fr_t
         __syncthreads();
     }
     if (last) {
-        round3<true, false, false, true>(tile, g, 0, d_z);
+        round3_deep<true, false>(tile, g, d_z);
         __syncthreads();
     }
 }

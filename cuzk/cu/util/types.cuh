@@ -14,6 +14,14 @@ typedef long long int64_t;
 #define CUZK_DEVICE __device__ __forceinline__
 #endif
 
+// A device function kept out of line (its own register allocation; the host emulator's
+// compiler spells it differently).
+#ifdef CUZK_HOST_EMU
+#define CUZK_NOINLINE __attribute__((noinline))
+#else
+#define CUZK_NOINLINE __device__ __noinline__
+#endif
+
 // Dynamic shared memory as an array `name` of `type` (the host emulator supplies a buffer).
 #ifdef CUZK_HOST_EMU
 #define CUZK_DYN_SMEM(type, name) type* name = (type*)emu_dyn_smem
