@@ -1179,6 +1179,7 @@ def test_engine_on_a_streamed_key(fake, monkeypatch):
                      stages=lambda i: st, threads=1) as eng:
         key = eng.load(pk, progress=False)
         out = eng.submit(key, [asg] * 3, randomizers=rs).result(600)
+        status_key = eng.status()["keys"][0]
         used = _settled_budget(eng)
         stages = [r.name for r in eng.timeline.records() if r.kind == "stage"]
         slots = len(keys[0].slot_bufs)
@@ -1187,6 +1188,7 @@ def test_engine_on_a_streamed_key(fake, monkeypatch):
     assert keys[0].partitions_asked == 2 and slots == keys[0].slots and not keys[0].slot_bufs
     assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert "early_head" not in stages and stages.count("run") == 3
+    assert status_key["where"] == ["host"] and status_key["h_tables"] == ["deep"]   # 2^7: deep possible
 
 
 @pytest.mark.parametrize("verify", [True, False])

@@ -364,6 +364,7 @@ def test_key_cache_and_evict(tmp_path):
         assert [x["where"] for x in st["keys"]] == [["host", "host"], ["host", "host"]]
         assert [x["kept"] for x in st["keys"]] == [[[], []], [[], []]]
         assert [x["h_msm"] for x in st["keys"]] == [[None, None], [None, None]]   # no H copies on the CPU
+        assert [x["h_tables"] for x in st["keys"]] == [[None, None], [None, None]]  # no twiddle tables
         verify_all(pk4, eng.submit(str(path), [a4] * 2).result(TIMEOUT), [a4] * 2)
         verify_all(pk5, eng.submit(k5, [a5]).result(TIMEOUT), [a5])
         _wait_idle(eng)

@@ -128,6 +128,13 @@ class EngineKey:
         return [list(getattr(k, "resident", ())) for _, k in sorted(self.resident.items())]
 
     @property
+    def h_tables(self):
+        """Per device, the H stage's twiddle tables: "deep" (the three deepest levels computed,
+        ``cuzk._cuda_ntt.h_deep``) or "full"; None where the stages have no tables (CPU)."""
+        return [("deep" if k.deep_tables else "full") if hasattr(k, "deep_tables") else None
+                for _, k in sorted(self.resident.items())]
+
+    @property
     def h_msm(self):
         """Per device, the H MSM's precomputed copies ``k`` and window ``c`` (None: the cost
         model's) that the resident key was built with (``precompute="auto"`` picks them by
@@ -981,7 +988,8 @@ class Engine:
         failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
-                     "where": k.where, "kept": k.kept, "h_msm": k.h_msm, "in_use": k.in_use}
+                     "where": k.where, "kept": k.kept, "h_tables": k.h_tables, "h_msm": k.h_msm,
+                     "in_use": k.in_use}
                     for k in self._keys.values()]
         with self._jobs_lock:
             jobs = len(self._jobs)
