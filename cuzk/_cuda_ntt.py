@@ -9,10 +9,10 @@ Kernels: ``cuzk/cu/ntt/ntt.cu`` (program "ntt").  A transform of size 2^k is 1
 (k <= 11), 2 (k <= 20) or 3 passes over memory; each pass does up to 10 levels
 of the remainder tree in shared memory with per-node twiddles from a
 heap-ordered table (n Fr per table, 4 GiB at 2^27), computed once per device,
-size and kind and kept resident until ``release()`` (the H stage may read deep tables instead:
-n/8 entries and a small tail, the three deepest levels' twiddles computed; ``h_deep``).  Bit-reversals are folded
-into the first or last pass, so the public functions take and return natural
-order at no extra pass.
+size and kind and kept resident until ``release()`` (the H stage may read deep tables
+instead: n/8 entries and a small tail, the three deepest levels' twiddles computed; ``h_deep``).
+Bit-reversals are folded into the first or last pass, so the public functions take and return
+natural order at no extra pass.
 
 The H stage (six transforms instead of bellperson's seven; ``h_consts`` has the
 algebra) composes orders so no pass is spent on them: U = iNTT((a·b - γc)·α/n)

@@ -118,7 +118,8 @@ def test_kernels_compile_for_sm90():
     from cuzk import _kernels
     image = _kernels.compile_program("ntt", "sm_90", "cubin")
     assert image[:4] == b"\x7fELF"
-    for name in (b"cuzk_ntt_pass", b"cuzk_ntt_pass_deep", b"cuzk_ntt_gen_zetas", b"cuzk_fr_mul", b"cuzk_fr_add", b"cuzk_fr_sub"):
+    for name in (b"cuzk_ntt_pass", b"cuzk_ntt_pass_deep", b"cuzk_ntt_gen_zetas", b"cuzk_fr_mul",
+                 b"cuzk_fr_add", b"cuzk_fr_sub"):
         assert name in image
 
 

@@ -40,8 +40,8 @@ from .._assignment import popcount_words
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
-from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_tables_arg, key_where_arg,
-                    ones_kind_arg, precompute_arg, row_check_arg, streams_arg, timed)
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_tables_arg,
+                    key_where_arg, ones_kind_arg, precompute_arg, row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",

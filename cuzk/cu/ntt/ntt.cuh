@@ -225,7 +225,8 @@ CUZK_DEVICE void round3(const tile_t& tile, const pass_geom_t& g, uint32_t A, co
                     const bool one = TRIV && (j >> (t + 1)) == 0;  // Z[1], Z[2] or Z[4]
                     fr_t v = x[j + (1 << t)];
                     if (DEEP) {
-                        if ((j & ((2 << t) - 1)) == 0) zd = deep_twiddle(t, (uint32_t)(j >> (t + 1)), B, B2, T);
+                        if ((j & ((2 << t) - 1)) == 0)     // first use of this node's twiddle
+                            zd = deep_twiddle(t, (uint32_t)(j >> (t + 1)), B, B2, T);
                         v = v * zd;
                     } else if (!one) {
                         v = v * load_fr_ro(d_z + ((h << (2 - t)) + (j >> (t + 1))));
