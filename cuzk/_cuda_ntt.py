@@ -33,7 +33,8 @@ import numpy as np
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
-           "h_stage_device", "h_stage_inplace", "snarkjs_h", "release", "pass_plan", "h_consts"]
+           "h_stage_device", "h_stage_inplace", "h_stage_abc", "snarkjs_h", "release", "pass_plan",
+           "h_consts"]
 
 from ._constants import FR_GENERATOR as COSET_GENERATOR, FR_MODULUS as R_MODULUS  # noqa: E402
 from ._constants import fr_root_of_unity, fr_to_mont_int as _mont  # noqa: E402
@@ -331,10 +332,7 @@ class _DeviceState(DeviceState):
         if not c_from_ab and tuple(steps) != ("a", "rest"):
             raise ValueError("the H stage with c read from d_c runs in one call")
         plan = pass_plan(lg_n)
-        deep = h_deep(lg_n, deep)
-        fd = F_DEEP if deep else 0
-        zi = self.table(lg_n, "inv", stream, deep)
-        zwf = self.table(lg_n, "wfwd", stream, deep)
+        fd, zi, zwf, zwi, mirror = self._h_tables(stream, lg_n, deep)
         k = self.consts(lg_n, stream)
         inv_plan = list(reversed(plan))                           # bottom bits first
 
@@ -369,22 +367,74 @@ class _DeviceState(DeviceState):
                 self.to_coset_w(stream, lg_n, src, w, zi, zwf, fd)
         # h = U + n·iNTT_w(A~·B~·K[3]): in place on d_c, the last pass adds U into d_h; the
         # inverse w twiddles are the forward ones mirrored (F_MIRROR_INV, ntt.cuh mirror_node)
-        zwi, mirror = (self.table(lg_n, "winv", stream, deep), 0) if _INV_W_TABLE else (zwf, F_MIRROR_INV)
         for j, (S, LC, lo) in enumerate(inv_plan):
             last = j == len(plan) - 1
             flags = F_INV | mirror | fd | (F_PRODUCT if j == 0 else 0) | (F_ADD_OUT if last else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, d_h if last else d_c, d_c,
                              d_b=d_a, d_c=d_h, zinv=zwi, k=k)
 
-    def to_coset_w(self, stream, lg_n, src, w, zi, zwf, fd=0):
+    def h_passes_abc(self, stream, lg_n, d_a, d_b, d_c, ready=None, deep=False):
+        """The H stage's step "rest" in a, b, c's three buffers, after step "a" (``h_passes``
+        with ``c_from_ab``: A~ in d_c, a in d_a): h lands in d_a, and d_b, d_c are dead after.
+
+        With no fourth buffer for a gather, the two transforms that read natural order bit-reverse
+        their input in place first (``cuzk_fr_bitrev``): d_a <- a∘b (pointwise, in place); d_b <-
+        B~ (bit-reversal, the inverse passes ungathered, NTT_w); d_c <- n·iNTT_w(A~·B~·K[3]) in
+        place; d_a <- bit-reversal, n·iNTT, its last pass scaled by K[5] = 1/(2n) (U of
+        ``h_passes``) and adding d_c.  The same field elements as ``h_passes``; two permutation
+        passes and one pointwise pass more.  ``ready``: an event to wait for before b is read."""
+        plan = pass_plan(lg_n)
+        fd, zi, zwf, zwi, mirror = self._h_tables(stream, lg_n, deep)
+        k = self.consts(lg_n, stream)
+        n = 1 << lg_n
+        if ready is not None:
+            stream.wait_event(ready)
+        self._elementwise(stream, "cuzk_fr_mul", n, [("P", _ptr(d_a)), ("P", _ptr(d_a)), ("P", _ptr(d_b)),
+                                                      ("Q", n)])
+        self._bitrev(stream, lg_n, d_b)
+        self.to_coset_w(stream, lg_n, d_b, d_b, zi, zwf, fd, gathered=False)     # B~ in d_b
+        inv_plan = list(reversed(plan))
+        for j, (S, LC, lo) in enumerate(inv_plan):     # n·iNTT_w(A~·B~·K[3]) in place on d_c
+            flags = F_INV | mirror | fd | (F_PRODUCT if j == 0 else 0)
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_c, d_c, d_b=d_b, zinv=zwi, k=k)
+        self._bitrev(stream, lg_n, d_a)
+        for j, (S, LC, lo) in enumerate(inv_plan):     # h = n·iNTT(a∘b)·K[5] + d_c, in place on d_a
+            last = j == len(plan) - 1
+            flags = F_INV | F_PLAIN_INV | fd | ((F_SCALE_OUT | F_ADD_OUT) if last else 0)
+            # F_SCALE_OUT reads its factor at d_k[2]: given d_k + 3 rows, it reads K[5]
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_a, d_a, d_c=d_c, zinv=zi,
+                             k=_ptr(k) + 3 * _FR_BYTES)
+
+    def _h_tables(self, stream, lg_n, deep):
+        """(F_DEEP or 0, the inv and wfwd tables, the last transform's table and F_MIRROR_INV or
+        0) of the H stages at 2^lg_n, deep where ``h_deep`` allows ``deep``.  The last transform
+        reads wfwd mirrored (ntt.cuh mirror_node), or a built winv table under
+        CUZK_NTT_INV_W=table."""
+        deep = h_deep(lg_n, deep)
+        zi = self.table(lg_n, "inv", stream, deep)
+        zwf = self.table(lg_n, "wfwd", stream, deep)
+        zwi, mirror = (self.table(lg_n, "winv", stream, deep), 0) if _INV_W_TABLE else (zwf, F_MIRROR_INV)
+        return (F_DEEP if deep else 0), zi, zwf, zwi, mirror
+
+    def _elementwise(self, stream, name, n, args):
+        block = 256
+        grid = max(1, min((n + block - 1) // block, self.device.sm_count * 16))
+        self.fn(name).launch(stream, grid, block, args)
+
+    def _bitrev(self, stream, lg_n, d):
+        self._elementwise(stream, "cuzk_fr_bitrev", 1 << lg_n, [("P", _ptr(d)), ("I", lg_n)])
+
+    def to_coset_w(self, stream, lg_n, src, w, zi, zwf, fd=0, gathered=True):
         """w <- n·(values on the coset w_2n·H, bit-reversed) of the polynomial whose values on H
         are src (natural order): iNTT (gathered from src, unscaled) then NTT_w, the iNTT's
         last pass fused with the NTT_w's first.  src is read only; zi/zwf: inv/wfwd tables,
-        deep when ``fd`` is F_DEEP."""
+        deep when ``fd`` is F_DEEP.  ``gathered=False``: src is already in bit-reversed order and
+        may be w itself (every pass in place)."""
         plan = pass_plan(lg_n)
         for j, (S, LC, lo) in enumerate(reversed(plan)):
             top = j == len(plan) - 1
-            flags = F_INV | F_PLAIN_INV | fd | (F_LOAD_BITREV if j == 0 else 0) | (F_FWD if top else 0)
+            gather = F_LOAD_BITREV if j == 0 and gathered else 0
+            flags = F_INV | F_PLAIN_INV | fd | gather | (F_FWD if top else 0)
             self.launch_pass(stream, lg_n, S, LC, lo, flags, w, src if j == 0 else w,
                              zinv=zi, zfwd=zwf)
         for (S, LC, lo) in plan[1:]:
@@ -398,14 +448,12 @@ class _DeviceState(DeviceState):
         bit-reversed order), then ``cuzk_h_odd_gather`` writes (A·B - C) in snarkjs's order.
         All four buffers are clobbered; the result lands in d_c.  ``deep``: as ``h_passes``.
         """
-        deep = h_deep(lg_n, deep)
-        zi = self.table(lg_n, "inv", stream, deep)
-        zwf = self.table(lg_n, "wfwd", stream, deep)
+        fd, zi, zwf, _, _ = self._h_tables(stream, lg_n, deep)
         bufs = (d_a, d_b, d_c, d_tmp)
         for i in range(3):                  # a -> d_tmp, b -> d_a, c -> d_b (gathers need two buffers)
             if ready[i] is not None:
                 stream.wait_event(ready[i])
-            self.to_coset_w(stream, lg_n, bufs[i], bufs[i - 1], zi, zwf, F_DEEP if deep else 0)
+            self.to_coset_w(stream, lg_n, bufs[i], bufs[i - 1], zi, zwf, fd)
         n = 1 << lg_n
         block = 256
         grid = max(1, min((n + block - 1) // block, self.device.sm_count * 16))
@@ -587,6 +635,23 @@ def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
     st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps, deep)
+
+
+def h_stage_abc(d_a, d_b, d_c, n, device=None, stream=None, steps=("a", "rest"), ready=(None, None),
+                deep=False):
+    """The H polynomial of a satisfied assignment (c = a∘b) in a, b, c's three buffers: its
+    coefficients land in ``d_a`` (``_DeviceState.h_passes_abc``), no fourth buffer.  ``d_c`` is
+    scratch (c is never read); all three are clobbered.  ``steps`` as ``h_stage_inplace``'s:
+    "a" (A~ into d_c, after ``ready[0]``) then "rest" (after ``ready[1]``, b uploaded)."""
+    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
+        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    st = _state(device)
+    s = stream if stream is not None else st.streams()[0]
+    lg = n.bit_length() - 1
+    if "a" in steps:
+        st.h_passes(s, lg, d_a, None, d_c, None, (ready[0], None, None), True, ("a",), deep)
+    if "rest" in steps:
+        st.h_passes_abc(s, lg, d_a, d_b, d_c, ready[1], deep)
 
 
 def h_stage_device(a, b, c, device=None, stream=None, deep=False):

@@ -333,6 +333,39 @@ def test_h_stage_c_from_ab(gpu, rng, lg):
     assert_same(got, want, f"H (c = a∘b) 2^{lg}")
 
 
+@needs_cpu
+@pytest.mark.parametrize("lg,deep,tile", [(1, False, None), (2, False, None), (5, False, None),
+                                          (6, True, None), (12, False, None), (13, True, None),
+                                          (12, True, 4), (15, True, 9)])
+def test_h_stage_abc_three_buffers(gpu, monkeypatch, rng, lg, deep, tile):
+    """H with c = a∘b in a, b, c's three buffers (``h_stage_abc``: in-place bit-reversals instead
+    of gathers, h in a's buffer), steps "a" then "rest" as the stages enqueue them: the CPU's H of
+    (a, b, a∘b), on full and deep tables; ``cuzk_fr_bitrev`` against a Python permutation."""
+    from cuzk._native import _field
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    a, b = rand_fr(rng, n), rand_fr(rng, n)
+    want = cpu_h_ref(a, b, _field.mul(a, b, "fr"))
+
+    def run(st, comp, lg_n, bufs, h, events):
+        for step in ("a", "rest"):
+            gpu.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,),
+                            ready=events[:2], deep=deep)
+        return bufs[0]
+
+    st = gpu._state(None)
+    comp = st.streams()[0]
+    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    assert_same(got, want, f"H in three buffers 2^{lg} deep={deep}")
+    d = gpu._driver()
+    buf = st.pool.alloc(n * 32, comp)
+    d.copy_htod(buf, a, n * 32, comp)
+    st._bitrev(comp, lg, buf)
+    out = gpu._download(st, comp, buf, n)
+    assert np.array_equal(out, a[bitrev_perm(lg)])
+
+
 @pytest.mark.parametrize("lg", [1, 2, 3, 6, 9])
 def test_w_inverse_twiddles_are_the_forward_ones_mirrored(gpu, lg):
     """The identity the H stage's last transform reads its twiddles by (F_MIRROR_INV, ntt.cuh
@@ -666,6 +699,59 @@ def test_cuda_stages_h_tables_option(fake, monkeypatch, h_tables):
         assert budget.used == 0
     with pytest.raises(ValueError):
         CudaStages(threads=1, h_tables="half")
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_cuda_stages_h_in_abc(fake, monkeypatch, deep):
+    """Stage option ``h_in_abc``: a streamed key's partitions compute H in a, b, c's three buffers
+    (``h_stage_abc``, h in a's region at the bottom) and their MSMs take scratch from the two
+    thirds above it: the CPU's bytes, twice (chunked key, deep and full tables), a partition
+    reserving no H buffer (n field elements less than without, as ``partition_bytes`` counts);
+    a resident key's partitions keep four buffers; the budget returns to zero."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages import parse_stage_options
+    from cuzk._stages._cuda import CudaStages, partition_bytes
+    from cuzk import _cuda_ntt
+    assert parse_stage_options("h_in_abc=1") == {"h_in_abc": True}
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 12)
+    pk = keygen_random(r1cs, seed=12)
+    asg = r1cs.assignment(inputs, aux)
+    n = pk.domain_size
+    assert partition_bytes(n, 2 * n * 32, True) == partition_bytes(n, 2 * n * 32) - n * 32
+    calls = []
+    h_abc = _cuda_ntt.h_stage_abc
+
+    def spy(*args, **kw):
+        calls.append(kw.get("steps"))
+        return h_abc(*args, **kw)
+    monkeypatch.setattr(_cuda_ntt, "h_stage_abc", spy)
+    reserved = {}
+    for h3 in (False, True):
+        st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_in_abc=h3,
+                        h_tables="deep" if deep else "full")
+        for where in ("host", "device"):
+            budget = Budget(None, "big")
+            ctx = st.context(budget=budget)
+            key = st.load_key(pk, budget=budget, where=where)
+            for i in range(2):
+                calls.clear()
+                part = st.prepare(key, asg, ctx, 21 + i, 22)
+                if i == 0:
+                    reserved[(h3, where)] = budget.used - key.nbytes
+                uses = h3 and where == "host"
+                assert part.h3 == uses and (part.dev["h"] is part.dev["a"]) == uses
+                st.run(part).synchronize()
+                assert calls == ([("rest",)] if uses else [])
+                assert st.finish(part) == prove(pk, asg, 21 + i, 22, backend="cpu"), (h3, where, i)
+            key.release()
+            ctx.close()
+            assert budget.used == 0
+    assert reserved[(True, "host")] <= reserved[(False, "host")] - n * 32 + 1024
+    assert reserved[(True, "device")] == reserved[(False, "device")]
 
 
 @pytest.mark.parametrize("chunk_points,slots", [(64, 2), (128, 2), (64, 3)])

@@ -119,7 +119,7 @@ def test_kernels_compile_for_sm90():
     image = _kernels.compile_program("ntt", "sm_90", "cubin")
     assert image[:4] == b"\x7fELF"
     for name in (b"cuzk_ntt_pass", b"cuzk_ntt_pass_deep", b"cuzk_ntt_gen_zetas", b"cuzk_fr_mul",
-                 b"cuzk_fr_add", b"cuzk_fr_sub"):
+                 b"cuzk_fr_add", b"cuzk_fr_sub", b"cuzk_fr_bitrev"):
         assert name in image
 
 
@@ -296,6 +296,29 @@ def test_h_stage_deep_tables_equal_full_large(lg, rng):
     a, b, c = (rand_fr(rng, n) for _ in range(3))
     assert G.h_deep(lg) and G.pass_plan(lg)[-1][0] >= 3
     assert np.array_equal(G.h_stage(a, b, c, deep=True), G.h_stage(a, b, c))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
+@pytest.mark.parametrize("lg,deep", [(12, False), (20, True), (23, True)])
+def test_h_stage_abc_equals_four_buffers(lg, deep, rng):
+    """H of a satisfied assignment (c = a∘b) in three buffers (``h_stage_abc``: in-place
+    bit-reversals, h in a's buffer) == the four-buffer H stage's coefficients."""
+    from cuzk._native import _field
+    n = 1 << lg
+    a, b = rand_fr(rng, n), rand_fr(rng, n)
+    want = G.h_stage(a, b, _field.mul(a, b, "fr"))
+
+    def run(st, comp, lg_n, bufs, h, events):
+        for step in ("a", "rest"):
+            G.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,), ready=events[:2],
+                          deep=deep)
+        return bufs[0]
+
+    st = G._state(None)
+    comp = st.streams()[0]
+    got = G._download(st, comp, G._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    assert np.array_equal(got, want)
 
 
 @pytest.mark.gpu

@@ -163,16 +163,18 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
     assert t["gpu:side"] > 0 and "gpu:side_wait" in t
 
 
-@pytest.mark.parametrize("chunk", [None, 1 << 20], ids=["1GiB", "1MiB"])
+@pytest.mark.parametrize("chunk,h_in_abc", [(None, False), (1 << 20, False), (1 << 20, True)],
+                         ids=["1GiB", "1MiB", "1MiB-h_in_abc"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
-def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk):
+def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk, h_in_abc):
     """A key kept in host memory and streamed through slots of ``stream_chunk`` bytes (1 MiB:
     5,440 points, so every query of a 2^16 key takes several chunks): the CPU backend's bytes,
-    twice on one context (the slots and the pool reused)."""
+    twice on one context (the slots and the pool reused); also with H in a, b, c's buffers
+    (``h_in_abc``: in-place bit-reversals, h in a's region)."""
     from cuzk._stages._cuda import CudaStages, StreamedKey
     pk, asg = _circuit(16, 17)
-    st = CudaStages(stream_chunk=chunk)
+    st = CudaStages(stream_chunk=chunk, h_in_abc=h_in_abc)
     ctx = st.context()
     key = st.load_key(pk, where="host")
     try:

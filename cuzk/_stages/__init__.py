@@ -15,7 +15,8 @@ STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
                  "streams": streams_arg, "early_h": flag_arg, "abc_scratch": flag_arg,
                  "ones_kind": ones_kind_arg, "row_check": row_check_arg, "share_sort": flag_arg,
                  "side_scratch": flag_arg, "stream_chunk": int, "stream_slots": int,
-                 "key_where": key_where_arg, "h_tables": h_tables_arg, "split_side": flag_arg}
+                 "key_where": key_where_arg, "h_tables": h_tables_arg, "split_side": flag_arg,
+                 "h_in_abc": flag_arg}
 
 
 def parse_stage_options(text):

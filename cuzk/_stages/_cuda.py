@@ -365,7 +365,9 @@ class StreamedKey:
     (``CudaStages(split_side=True)``; ``_h_whole``).
 
     ``deep_tables``: the H stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: at 2^27
-    1 GiB instead of 8, which go to the slots and the partitions in flight).
+    1 GiB instead of 8, which go to the slots and the partitions in flight).  ``h_in_abc``: its
+    partitions compute H in a, b, c's buffers (``CudaStages(h_in_abc=True)``): the slots are
+    sized for partitions of 3·n field elements.
 
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
@@ -379,7 +381,7 @@ class StreamedKey:
     where = "host"
 
     def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
-                 resident=(), deep_tables=True, h_head=False):
+                 resident=(), deep_tables=True, h_head=False, h_in_abc=False):
         from .. import _cuda_ntt
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
@@ -405,7 +407,8 @@ class StreamedKey:
         kept = sum(_align(_query_bytes(pk, q)) for q in self.resident)
         if chunk_bytes is None:
             free = None if budget is None or budget.free is None else budget.free - kept
-            chunk_bytes = stream_chunk_bytes(pk.domain_size, free, tables, self.slots, partitions, room)
+            chunk_bytes = stream_chunk_bytes(pk.domain_size, free, tables, self.slots, partitions, room,
+                                             h_in_abc)
         widest = max([_POINT_BYTES[g] for q, (_, g) in QUERIES.items()
                       if self.points(q) and q not in self.resident] or [_POINT_BYTES["g1"]])
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
@@ -866,6 +869,12 @@ class CudaStages(CpuStages):
         beside it, as a resident key's do; its partitions then count the tails' scratch in the
         part of a, b, c's buffer that H's MSM leaves (``_abc_left``; 2^27: 18.3 GiB per partition
         instead of 17.0).  Off by default until measured (the stage option ``split_side=1``).
+    h_in_abc : bool
+        A partition of a key streamed from host memory (without ``split_side``) computes H in a,
+        b, c's three buffers (``cuzk._cuda_ntt.h_stage_abc``: two in-place bit-reversals instead
+        of the gathers that need a fourth) and its H MSM reads h from a's, so it reserves n field
+        elements less (2^27: 4 GiB) and its MSMs take their scratch from the other two thirds.
+        The same bytes.  Off by default until measured (the stage option ``h_in_abc=1``).
     """
 
     name = "cuda"
@@ -873,11 +882,13 @@ class CudaStages(CpuStages):
     def __init__(self, threads=None, device=None, b_g2="auto", precompute="auto", h_window=None,
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
-                 stream_slots=None, key_where="auto", h_tables="auto", split_side=False):
+                 stream_slots=None, key_where="auto", h_tables="auto", split_side=False,
+                 h_in_abc=False):
         super().__init__(threads)
         self.key_where = key_where_arg(key_where)
         self.h_tables = h_tables_arg(h_tables)
         self.split_side = bool(split_side)
+        self.h_in_abc = bool(h_in_abc)
         self.stream_slots = STREAM_SLOTS if stream_slots is None else int(stream_slots)
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
@@ -945,12 +956,15 @@ class CudaStages(CpuStages):
         h_head = self.split_side and self.streams == 2
         # with H resident and split_side, the tails share a, b, c's buffer with H's MSM
         room_h = self._room_beside_h(pk) if h_head and room else None
+        h3 = self._h3_streamed()
+        if h3 and room:
+            room = 2 * pk.domain_size * _FR         # h takes a's third of the buffer
         if where == "auto" and budget is not None and budget.total is not None:
             whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
             if whole + partitions * part > left:
                 p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed,
-                                      room_h)
+                                      room_h, h3)
                 if p < 2 and whole + part <= left:
                     kept = ()               # one partition at a time either way: all resident
                 else:
@@ -972,7 +986,17 @@ class CudaStages(CpuStages):
         if room_h is not None and "h" in kept:
             room = room_h
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
-                           partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head)
+                           partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head,
+                           h_in_abc=h3)
+
+    def _h3_streamed(self):
+        """Whether partitions of a streamed key compute H in a, b, c's buffers (``h_in_abc``:
+        one stream, a, b, c's buffer as the MSMs' scratch)."""
+        return self.h_in_abc and self.abc_scratch and not (self.split_side and self.streams == 2)
+
+    def _h3(self, part):
+        """Whether ``part`` computes H in a, b, c's buffers (``h_in_abc``; a streamed key)."""
+        return self._h3_streamed() and part.key.where == "host"
 
     def _room_beside_h(self, pk):
         """Bytes of a, b, c's buffer that a whole H MSM of ``pk`` without copies leaves to the
@@ -1164,6 +1188,7 @@ class CudaStages(CpuStages):
     def _stage_in(self, part):
         """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
         n, key = self._begin(part), part.key
+        part.h3 = self._h3(part)
         if key.where == "host":
             part.plans, part.spans = self._streamed_plans(key, part.prep, n)
             chunk, kept = key.chunk_points, key.resident
@@ -1196,6 +1221,7 @@ class CudaStages(CpuStages):
     @staticmethod
     def _begin(part):
         part.dev = {}
+        part.h3 = False             # H in a, b, c's buffers (``_h3``; set by _stage_in)
         part.scratch_reserved = 0
         part.n = pow2_at_least(part.asg.a.shape[0])
         return part.n
@@ -1257,7 +1283,7 @@ class CudaStages(CpuStages):
         the upload stream right after that upload is enqueued."""
         ctx, n = part.ctx, part.n
         dev_bytes = sum(_align(nb) for _, _, nb in uploads)
-        if outputs:
+        if outputs and not part.h3:
             dev_bytes += n * _FR                            # H's output
         scratch = self._scratch_peak(part)
         dev_bytes += max(0, scratch - part.scratch_reserved)
@@ -1283,8 +1309,8 @@ class CudaStages(CpuStages):
             part.bytes_uploaded += nb
             if after and name in after:
                 after[name](ctx.event(up))
-        if outputs:
-            part.dev["h"] = self.pool.alloc(n * _FR, up)
+        if outputs:     # with part.h3, H lands in a's region (h_stage_abc)
+            part.dev["h"] = part.dev["a"] if part.h3 else self.pool.alloc(n * _FR, up)
         part.uploaded = ctx.event(up)
 
     def _abc_regions(self, part, uploads, stream):
@@ -1296,14 +1322,17 @@ class CudaStages(CpuStages):
             return {}
         size = _FR * part.n
         buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, 3 * size, stream)
-        return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(("c", "a", "b"))}
+        # with part.h3 a (then h) at the bottom: b's and c's thirds above it, one range of scratch
+        order = ("a", "b", "c") if part.h3 else ("c", "a", "b")
+        return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(order)}
 
     def _h_scratch_pool(self, part):
         """Where the H MSM takes its scratch: a, b, c's buffer as far as it holds it
         (``abc_scratch``: the H NTT before it on the compute stream is their last use), the pool
         for the rest."""
         if "abc" in part.dev:
-            return _Arena(part.dev["abc"].ptr, 3 * _FR * part.n, self.pool)
+            skip = _FR * part.n if part.h3 else 0       # h in a's third (``_h3``)
+            return _Arena(part.dev["abc"].ptr + skip, 3 * _FR * part.n - skip, self.pool)
         return self.pool
 
     def _side_arena(self, part, start):
@@ -1333,7 +1362,8 @@ class CudaStages(CpuStages):
         if not plans:
             return 0
         first = 1 if _query_of(plans[0][0]) == "h" else 0
-        head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch)] if first else []
+        cap = (2 if part.h3 else 3) * part.n * _FR     # a, b, c's buffer less h (``_h3``)
+        head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch, cap)] if first else []
         pair = self._sort_share(plans)
         if pair:
             pair = (pair[0] - first, pair[1] - first)
@@ -1351,7 +1381,7 @@ class CudaStages(CpuStages):
             return 0
         if self._concurrent(part) and part.plans and _query_of(part.plans[0][0]) == "h":
             return _abc_left(part.plans[0][2], part.n)
-        return 3 * part.n * _FR
+        return (2 if part.h3 else 3) * part.n * _FR       # h in a's third (``_h3``)
 
     def _sort_share(self, plans):
         """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
@@ -1403,8 +1433,12 @@ class CudaStages(CpuStages):
         if not getattr(part, "gpu_marks", None):
             self._enqueue_h_first(part, part.uploaded)
         s.wait_event(part.uploaded)
-        _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
-                                  stream=s, c_from_ab=True, steps=("rest",), deep=part.key.deep_tables)
+        if part.h3:     # h into a's region, three buffers
+            _cuda_ntt.h_stage_abc(dev["a"], dev["b"], dev["c"], part.n, device=self.device, stream=s,
+                                  steps=("rest",), deep=part.key.deep_tables)
+        else:
+            _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
+                                      stream=s, c_from_ab=True, steps=("rest",), deep=part.key.deep_tables)
         marks = part.gpu_marks
         part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
         marks.append(("h_ntt", part.h_ntt))
@@ -1709,7 +1743,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, room=0):
+def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, room=0, h_in_abc=False):
     """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
     budget has ``free`` bytes (None: no limit) before its ``tables``: what ``partitions``
     partitions in flight leave (``partition_bytes(domain, room)`` each), shared by the slots,
@@ -1719,15 +1753,15 @@ def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, r
     if free is None:
         return STREAM_CHUNK_MAX
     for p in range(max(1, int(partitions)), 0, -1):
-        chunk = _slot_share(domain, free, tables, slots, p, room)
+        chunk = _slot_share(domain, free, tables, slots, p, room, h_in_abc)
         if p == 1 or chunk >= STREAM_CHUNK_SHARED:
             return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
 
 
-def _slot_share(domain, free, tables, slots, partitions, room):
+def _slot_share(domain, free, tables, slots, partitions, room, h_in_abc=False):
     """Bytes each of ``slots`` slots gets of ``free`` less the key's ``tables`` and ``partitions``
-    partitions (``partition_bytes(domain, room)`` each); may be negative."""
-    return (free - tables - partitions * partition_bytes(domain, room)) // slots
+    partitions (``partition_bytes(domain, room, h_in_abc)`` each); may be negative."""
+    return (free - tables - partitions * partition_bytes(domain, room, h_in_abc)) // slots
 
 
 # What a partly resident key keeps or streams together: B_G1 and B_G2 share their tail indices
@@ -1735,7 +1769,8 @@ def _slot_share(domain, free, tables, slots, partitions, room):
 _SPLIT_UNITS = (("h",), ("l",), ("a",), ("b_g1", "b_g2"))
 
 
-def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, room_h=None):
+def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, room_h=None,
+                h_in_abc=False):
     """(p, resident): how a key that is not kept whole on the device is split when the budget has
     ``free`` bytes: which queries stay resident (``StreamedKey(resident=...)``) and how many
     partitions p <= ``partitions`` fit in flight beside it (``partition_bytes(domain, room)``
@@ -1745,7 +1780,8 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
     chunks (each chunk's reductions have a fixed cost: ~6 ms of region per chunk at 2^27,
     bench/RESULTS.md session 26), then the one that keeps the most bytes resident.  ``deep``: the
     key's H tables are deep (``StreamedKey(deep_tables=)``).  ``room_h``: the tails' room in a
-    split that keeps H (``CudaStages(split_side=True)``: H's MSM beside them); None: ``room``."""
+    split that keeps H (``CudaStages(split_side=True)``: H's MSM beside them); None: ``room``.
+    ``h_in_abc``: the partitions compute H in a, b, c's buffers (``partition_bytes``)."""
     from .. import _cuda_ntt
     n = pk.domain_size
     tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
@@ -1758,7 +1794,7 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
             kept = tuple(q for q in qs if any(mask >> i & 1 and q in u for i, u in enumerate(units)))
             kb = sum(_align(_query_bytes(pk, q)) for q in kept)
             r = room_h if room_h is not None and "h" in kept else room
-            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, r))
+            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, r, h_in_abc))
             if chunk < floor and (p > 1 or kept):
                 continue
             chunk = max(chunk, STREAM_CHUNK_MIN)
@@ -1770,14 +1806,15 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
             return p, best[2]
 
 
-def partition_bytes(domain, room=0):
+def partition_bytes(domain, room=0, h_in_abc=False):
     """Device bytes one partition at ``domain`` reserves beside its key, as the key placement
     counts them before any witness is seen: a, b, c and H's output (4·n·32) and
     ``_tails_allowance(domain, room)`` (``room``: the bytes of a, b, c's buffer its tail MSMs may
     take, ``side_scratch``).  2^27 PoRep-like: 19.2 GiB counted with no room, 17.6 with a, b, c's
     whole buffer (a streamed key's one stream); reserved 17.02–18.26 in the runs of
-    bench/RESULTS.md sessions 25–27."""
-    return 4 * domain * _FR + _tails_allowance(domain, room)
+    bench/RESULTS.md sessions 25–27.  ``h_in_abc``: H's output inside a, b, c's buffer
+    (``CudaStages(h_in_abc=True)``): 3·n·32."""
+    return (3 if h_in_abc else 4) * domain * _FR + _tails_allowance(domain, room)
 
 
 def _tails_allowance(domain, room=0):
@@ -1832,11 +1869,12 @@ def _abc_left(plan, n):
     return 3 * n * _FR - _abc_split(plan.buffers, 3 * n * _FR)[0]
 
 
-def _h_scratch_beyond_abc(plan, n, abc_scratch):
+def _h_scratch_beyond_abc(plan, n, abc_scratch, cap=None):
     """The H MSM's scratch bytes that a partition reserves beside a, b, c's buffers: all of them,
-    or with ``abc_scratch`` those that the 3·n field elements of a, b, c cannot hold
-    (``_abc_split``; at 2^27 none: 10.1 GiB in 12)."""
-    return _abc_split(plan.buffers, 3 * n * _FR)[1] if abc_scratch else plan.scratch_bytes
+    or with ``abc_scratch`` those that the 3·n field elements of a, b, c (``cap`` bytes of them:
+    2·n with h in a's third) cannot hold (``_abc_split``; at 2^27 none: 10.1 GiB in 12)."""
+    cap = 3 * n * _FR if cap is None else cap
+    return _abc_split(plan.buffers, cap)[1] if abc_scratch else plan.scratch_bytes
 
 
 def _align(nb, a=256):

@@ -149,7 +149,7 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(emu_inverse_fr), EMU_KERNEL(emu_inverse_fq), EMU_KERNEL(emu_inverse_fq2),
     EMU_KERNEL(cuzk_ntt_pass), EMU_KERNEL(cuzk_ntt_pass_deep), EMU_KERNEL(cuzk_ntt_gen_zetas),
     EMU_KERNEL(cuzk_fr_mul),   EMU_KERNEL(cuzk_fr_add),
-    EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(emu_fr_ops),
+    EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(cuzk_fr_bitrev), EMU_KERNEL(emu_fr_ops),
     EMU_KERNEL(emu_fq_ops),    EMU_KERNEL(cuzk_h_odd_gather),
     EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter),
     EMU_KERNEL(cuzk_msm_tiles_counts), EMU_KERNEL(cuzk_msm_apply_counts),

@@ -8,7 +8,8 @@
 //   cuzk_ntt_gen_zetas        heap-ordered twiddle table of one transform kind (or its levels
 //                             above the deep ones).
 //   cuzk_h_odd_gather         snarkjs's H scalars from A, B, C on the coset w_2n (gather).
-//   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests and small jobs).
+//   cuzk_fr_bitrev            in-place bit-reversal permutation.
+//   cuzk_fr_mul/add/sub       elementwise Fr arithmetic (tests, small jobs, the 3-buffer H).
 #include "ntt/ntt.cuh"
 
 using cuzk::fr_t;
@@ -85,6 +86,24 @@ extern "C" __global__ void cuzk_h_odd_gather(fr_t* d_out, const fr_t* d_a, const
         const uint32_t p = brev_bits(k, (int)lg_n);
         const fr_t v = load_fr(d_a + p) * load_fr(d_b + p) * ninv - load_fr(d_c + p);
         store_fr(d_out + j, v * ninv_raw);
+    }
+}
+
+// d[0..2^lg_n) permuted in place into bit-reversed order: the pair (i, bitrev(i)) swapped by
+// the thread of i < bitrev(i) (lg_n < 32).  The H stage in three buffers (cuzk._cuda_ntt
+// h_passes_abc) uses it where the transforms' gathers would need a fourth.
+extern "C" __global__ void cuzk_fr_bitrev(fr_t* d, uint32_t lg_n)
+{
+    using namespace cuzk::ntt;
+    const uint64_t n = 1ull << lg_n;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t j = brev_bits((uint32_t)i, (int)lg_n);
+        if (i < j) {
+            const fr_t x = load_fr(d + i), y = load_fr(d + j);
+            store_fr(d + i, y);
+            store_fr(d + j, x);
+        }
     }
 }
 
