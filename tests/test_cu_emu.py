@@ -1243,12 +1243,13 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
-def test_engine_on_a_streamed_key(fake, monkeypatch):
+@pytest.mark.parametrize("h_in_abc", [False, True])
+def test_engine_on_a_streamed_key(fake, monkeypatch, h_in_abc):
     """cuzk.Engine with a key kept in host memory (as when the budget cannot hold it), streamed in
     chunks through the key's slots: two workers under two-lock prove every partition with the
     CPU backend's bytes, on the normal plan (a streamed key has no early one), the key sized for
     two partitions in flight, and the budget holds only the key's tables and slots once the job
-    is done."""
+    is done; also with H in a, b, c's buffers (``h_in_abc``, the workers' warm-up sized for it)."""
     import cuzk
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -1258,7 +1259,7 @@ def test_engine_on_a_streamed_key(fake, monkeypatch):
     r1cs, inputs, aux = porep_like(7, 9)
     pk = keygen_random(r1cs, seed=9)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_in_abc=h_in_abc)
     keys = _keys_in_host(st, monkeypatch)
     rs = [(30 + i, 40 + i) for i in range(3)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",

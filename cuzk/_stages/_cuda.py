@@ -1130,21 +1130,25 @@ class CudaStages(CpuStages):
     def warm(self, ctx, key):
         """Prepare ``ctx`` for partitions of ``key`` before the first one: the pinned staging
         ring and result slab allocated, and the device pool grown by what a partition allocates
-        on the upload stream (a, b, c, H's output and the H MSM's scratch; freed at once, the
-        pool keeps it).  Measured on the H200 (2^24, narrow, two workers, bench/RESULTS.md
-        session 4): with staging sized too small here, each worker's first upload took
-        0.85–0.92 s instead of 0.07 s — a pinned allocation inside the first partition."""
+        on the upload stream (a, b, c, H's output and the H MSM's scratch (a streamed key's: what
+        a, b, c's buffer cannot hold of an H chunk's); freed at once, the pool keeps it).
+        Measured on the H200 (2^24, narrow, two workers, bench/RESULTS.md session 4): with staging
+        sized too small here, each worker's first upload took 0.85–0.92 s instead of 0.07 s — a
+        pinned allocation inside the first partition."""
         n = key.pk.domain_size
         abc = 3 * n * _FR
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
         try:
-            if key.where == "host":     # a streamed key: the largest H chunk's MSM
-                m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)
-                h = self._h_chunk_plan(m, m)
+            if key.where == "host":     # a streamed key: the largest H chunk's MSM, its scratch
+                m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)     # beyond a, b, c's
+                h3 = self._h3_streamed()      # buffer (device memory is short: not the whole of it)
+                cap = abc - (n * _FR if h3 else 0)
+                grow = abc + (0 if h3 else n * _FR) + _h_scratch_beyond_abc(
+                    self._h_chunk_plan(m, m), n, self.abc_scratch, cap)
             else:
-                h = self._h_plan(key, n)
-            self.pool.alloc(abc + n * _FR + h.scratch_bytes, ctx.upload).free(ctx.upload)
+                grow = abc + n * _FR + self._h_plan(key, n).scratch_bytes
+            self.pool.alloc(grow, ctx.upload).free(ctx.upload)
             ctx.upload.synchronize()
         except Exception as e:      # a warm-up only: a partition that needs the memory will say
             log.info("warm-up of %s: the device pool was not grown (%s)", ctx.name, e)
