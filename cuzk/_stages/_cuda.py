@@ -259,7 +259,7 @@ class ResidentKey:
     """
 
     where = "device"
-    h_head = True           # its H MSM is one plan, run first (``_h_whole``)
+    h_head = True           # its H MSM is one plan, run first (``_heads``)
 
     def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
                  abc_scratch=False, side_scratch=False, deep_tables=False):
@@ -362,7 +362,7 @@ class StreamedKey:
 
     ``h_head``: with H resident, its MSM runs first as one plan and the other reductions (and the
     slots' waits and refills) may go to the side stream beside it, as a resident key's do
-    (``CudaStages(split_side=True)``; ``_h_whole``).
+    (``CudaStages(split_side=True)``; ``_heads``).
 
     ``deep_tables``: the H stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: at 2^27
     1 GiB instead of 8, which go to the slots and the partitions in flight).  ``h_in_abc``: its
@@ -958,7 +958,7 @@ class CudaStages(CpuStages):
         room_h = self._room_beside_h(pk) if h_head and room else None
         h3 = self._h3_streamed()
         if h3 and room:
-            room = 2 * pk.domain_size * _FR         # h takes a's third of the buffer
+            room = _abc_room(pk.domain_size, True)  # h takes a's third of the buffer
         if where == "auto" and budget is not None and budget.total is not None:
             whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
@@ -1143,9 +1143,8 @@ class CudaStages(CpuStages):
             if key.where == "host":     # a streamed key: the largest H chunk's MSM, its scratch
                 m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)     # beyond a, b, c's
                 h3 = self._h3_streamed()      # buffer (device memory is short: not the whole of it)
-                cap = abc - (n * _FR if h3 else 0)
                 grow = abc + (0 if h3 else n * _FR) + _h_scratch_beyond_abc(
-                    self._h_chunk_plan(m, m), n, self.abc_scratch, cap)
+                    self._h_chunk_plan(m, m), n, self.abc_scratch, _abc_room(n, h3))
             else:
                 grow = abc + n * _FR + self._h_plan(key, n).scratch_bytes
             self.pool.alloc(grow, ctx.upload).free(ctx.upload)
@@ -1331,12 +1330,12 @@ class CudaStages(CpuStages):
         return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(order)}
 
     def _h_scratch_pool(self, part):
-        """Where the H MSM takes its scratch: a, b, c's buffer as far as it holds it
-        (``abc_scratch``: the H NTT before it on the compute stream is their last use), the pool
-        for the rest."""
+        """Where the H MSM takes its scratch: a, b, c's buffer as far as it holds it (``_abc_room``
+        at its top; ``abc_scratch``: the H NTT before it on the compute stream is their last use),
+        the pool for the rest."""
         if "abc" in part.dev:
-            skip = _FR * part.n if part.h3 else 0       # h in a's third (``_h3``)
-            return _Arena(part.dev["abc"].ptr + skip, 3 * _FR * part.n - skip, self.pool)
+            room = _abc_room(part.n, part.h3)
+            return _Arena(part.dev["abc"].ptr + 3 * _FR * part.n - room, room, self.pool)
         return self.pool
 
     def _side_arena(self, part, start):
@@ -1354,7 +1353,7 @@ class CudaStages(CpuStages):
         """Whether the reductions after H's run on the side stream (``streams=2``, H's bases on
         the device whole: a partly resident key's streamed chunks then all go through the side
         stream, which waits for their uploads and frees their slots)."""
-        return self.streams == 2 and _h_whole(part.key)
+        return self.streams == 2 and part.key.h_head
 
     def _scratch_peak(self, part):
         """The most MSM/batch scratch the partition's plans hold in the pool at once.  On one
@@ -1366,7 +1365,7 @@ class CudaStages(CpuStages):
         if not plans:
             return 0
         first = 1 if _query_of(plans[0][0]) == "h" else 0
-        cap = (2 if part.h3 else 3) * part.n * _FR     # a, b, c's buffer less h (``_h3``)
+        cap = _abc_room(part.n, part.h3)
         head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch, cap)] if first else []
         pair = self._sort_share(plans)
         if pair:
@@ -1385,7 +1384,7 @@ class CudaStages(CpuStages):
             return 0
         if self._concurrent(part) and part.plans and _query_of(part.plans[0][0]) == "h":
             return _abc_left(part.plans[0][2], part.n)
-        return (2 if part.h3 else 3) * part.n * _FR       # h in a's third (``_h3``)
+        return _abc_room(part.n, part.h3)
 
     def _sort_share(self, plans):
         """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
@@ -1833,16 +1832,18 @@ def _tails_allowance(domain, room=0):
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
-def _h_whole(key):
-    """Whether ``key``'s H MSM is one plan run first, ``plans[0]`` (``key.h_head``: a resident key,
-    or a partly resident one that keeps H under ``split_side``)."""
-    return key.h_head
+def _abc_room(n, h3):
+    """Bytes of a, b, c's buffer (3·n field elements) free for MSM scratch once H is computed: all
+    of it, or with ``h3`` (H in a's third at the bottom, ``CudaStages._h3``) the two thirds above."""
+    return (2 if h3 else 3) * n * _FR
 
 
 def _heads(part):
-    """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0), or
-    none when H is streamed (its chunks are interleaved with the others', ``_streamed_plans``)."""
-    return 1 if _h_whole(part.key) else 0
+    """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0) when
+    the key's H MSM is one plan run first (``key.h_head``: a resident key, or a partly resident
+    one that keeps H under ``split_side``), else none (H's chunks are interleaved with the
+    others', ``_streamed_plans``)."""
+    return 1 if part.key.h_head else 0
 
 
 def _prep_query(q):
@@ -1877,7 +1878,7 @@ def _h_scratch_beyond_abc(plan, n, abc_scratch, cap=None):
     """The H MSM's scratch bytes that a partition reserves beside a, b, c's buffers: all of them,
     or with ``abc_scratch`` those that the 3·n field elements of a, b, c (``cap`` bytes of them:
     2·n with h in a's third) cannot hold (``_abc_split``; at 2^27 none: 10.1 GiB in 12)."""
-    cap = 3 * n * _FR if cap is None else cap
+    cap = _abc_room(n, False) if cap is None else cap
     return _abc_split(plan.buffers, cap)[1] if abc_scratch else plan.scratch_bytes
 
 
