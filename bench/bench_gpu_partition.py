@@ -107,6 +107,8 @@ def run(log_n, backend, repeat, check_cpu, seed=1, configs=(None,), where="auto"
         row["load_key_s"] = time.perf_counter() - t0
         row["key_bytes"] = key.nbytes
         row["where"] = getattr(key, "where", "host")
+        row["h_buffers"] = getattr(key, "h_buffers", None)      # the H stage's buffers (h_buffers)
+        row["slot_bytes"] = getattr(key, "slot_bytes", None)    # a streamed key's slots
         row["device"] = st.device_label
         try:
             proof, _ = _one(st, key, asg, ctx, 11, 22, True)          # warm-up, verified

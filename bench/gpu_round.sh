@@ -294,10 +294,11 @@ for step in "${@:-all}"; do
       timeout 300 python3 bench/bench_gpu_ntt.py --ntt '' --h 24,27 --deep 0,1,0,1 --check-ntt '' --runs 9 \
         --json "$OUT/deepab.json" 2>&1 | tee "$OUT/deepab.log" | tail -12 ;;
     tight27) # one 2^27 partition on a streamed key inside small budgets (24 GB cards: ~22 GiB usable; deep H tables),
-      # against the resident key; at 40 GiB deep against full tables (the same slots); h_in_abc=1 (H in a, b, c's
-      # buffers: 4 GiB less per partition, larger slots at 22 GiB; the same slots at 40) against 0; every proof verified
+      # against the resident key; at 40 GiB deep against full tables (the same slots); at 22 GiB H in 3 and 2 buffers
+      # (h_buffers: 4 / 8 GiB less per partition, larger slots) against 4; 13.6 GiB (a 16 GB card: "auto" takes 2
+      # buffers, c uploaded during the region); every proof verified
       timeout 560 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "precompute=1" \
-        ${TIGHT27_CONFIGS:---config "where=host,budget_gib=20" --config "where=host,budget_gib=22" --config "where=host,budget_gib=22,h_in_abc=1" --config "where=host,budget_gib=40" --config "where=host,budget_gib=40,h_tables=full" --config "where=host,budget_gib=40,h_in_abc=1"} \
+        ${TIGHT27_CONFIGS:---config "where=host,budget_gib=20" --config "where=host,budget_gib=22" --config "where=host,budget_gib=22,h_buffers=3" --config "where=host,budget_gib=22,h_buffers=2" --config "where=host,budget_gib=13.6" --config "where=host,budget_gib=40" --config "where=host,budget_gib=40,h_tables=full"} \
         --json "$OUT/tight27.json" 2>&1 | tee "$OUT/tight27.log" | grep -v "^ " | tail -30 ;;
     splitab) # a partly resident 2^27 key (deep tables: H, L, B resident in 80 GiB, A streamed) with its other
       # reductions on the side stream beside H's MSM (split_side=1) against one stream (the default), the engine

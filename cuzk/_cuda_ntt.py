@@ -383,26 +383,68 @@ class _DeviceState(DeviceState):
         place; d_a <- bit-reversal, n·iNTT, its last pass scaled by K[5] = 1/(2n) (U of
         ``h_passes``) and adding d_c.  The same field elements as ``h_passes``; two permutation
         passes and one pointwise pass more.  ``ready``: an event to wait for before b is read."""
-        plan = pass_plan(lg_n)
-        fd, zi, zwf, zwi, mirror = self._h_tables(stream, lg_n, deep)
-        k = self.consts(lg_n, stream)
+        tabs = self._h_tables(stream, lg_n, deep)
         n = 1 << lg_n
         if ready is not None:
             stream.wait_event(ready)
         self._elementwise(stream, "cuzk_fr_mul", n, [("P", _ptr(d_a)), ("P", _ptr(d_a)), ("P", _ptr(d_b)),
                                                       ("Q", n)])
-        self._bitrev(stream, lg_n, d_b)
-        self.to_coset_w(stream, lg_n, d_b, d_b, zi, zwf, fd, gathered=False)     # B~ in d_b
-        inv_plan = list(reversed(plan))
-        for j, (S, LC, lo) in enumerate(inv_plan):     # n·iNTT_w(A~·B~·K[3]) in place on d_c
+        self._coset_in_place(stream, lg_n, d_b, tabs)              # B~ in d_b
+        self._v_in_place(stream, lg_n, d_c, d_b, tabs)            # d_c <- n·iNTT_w(A~·B~·K[3])
+        self._u_plus(stream, lg_n, d_a, d_c, tabs)                # h = U + d_c in d_a
+
+    def h_passes_ab(self, stream, lg_n, d_a, d_b, step, ready=None, deep=False):
+        """One step of the H stage of a satisfied assignment (c = a∘b) in a's and b's two
+        buffers, with c uploaded into a's between steps "b" and "c"; h lands in d_a, and d_b is
+        dead after "c".  ``ready``: an event to wait for first.
+          "a": A~ in place in d_a (bit-reversal, the inverse passes ungathered, NTT_w);
+          "b": B~ in place in d_b, then d_b <- n·iNTT_w(A~·B~·K[3]) in place: d_a is dead after;
+          "c": with c in d_a (natural order), d_a <- bit-reversal, n·iNTT(c)·K[5] + d_b (U of
+               ``h_passes``, from c for a∘b).
+        The same field elements as ``h_passes`` for a satisfied assignment, in n field elements
+        less than ``h_passes_abc`` (c's upload: n·32 bytes more through the bus)."""
+        if step not in ("a", "b", "c"):
+            raise ValueError(f"step must be 'a', 'b' or 'c', got {step!r}")
+        tabs = self._h_tables(stream, lg_n, deep)
+        if ready is not None:
+            stream.wait_event(ready)
+        if step == "a":
+            self._coset_in_place(stream, lg_n, d_a, tabs)          # A~ in d_a
+        elif step == "b":
+            self._coset_in_place(stream, lg_n, d_b, tabs)          # B~ in d_b
+            self._v_in_place(stream, lg_n, d_b, d_a, tabs)        # d_b <- n·iNTT_w(A~·B~·K[3])
+        else:
+            self._u_plus(stream, lg_n, d_a, d_b, tabs)            # h = U(c) + d_b in d_a
+
+    def _coset_in_place(self, stream, lg_n, d, tabs):
+        """d <- n·(values on the coset w_2n·H, bit-reversed) of the polynomial whose values on H d
+        holds (natural order), in place: a bit-reversal, then ``to_coset_w`` ungathered."""
+        fd, zi, zwf, _, _ = tabs
+        self._bitrev(stream, lg_n, d)
+        self.to_coset_w(stream, lg_n, d, d, zi, zwf, fd, gathered=False)
+
+    def _v_in_place(self, stream, lg_n, d, d_other, tabs):
+        """d <- n·iNTT_w(d·d_other·K[3]) in place (both coset values, bit-reversed): the product
+        fused into the first inverse pass; the inverse w twiddles are the forward ones mirrored
+        (F_MIRROR_INV) unless a winv table was built (``_h_tables``)."""
+        fd, _, _, zwi, mirror = tabs
+        k = self.consts(lg_n, stream)
+        for j, (S, LC, lo) in enumerate(reversed(pass_plan(lg_n))):
             flags = F_INV | mirror | fd | (F_PRODUCT if j == 0 else 0)
-            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_c, d_c, d_b=d_b, zinv=zwi, k=k)
-        self._bitrev(stream, lg_n, d_a)
-        for j, (S, LC, lo) in enumerate(inv_plan):     # h = n·iNTT(a∘b)·K[5] + d_c, in place on d_a
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d, d, d_b=d_other, zinv=zwi, k=k)
+
+    def _u_plus(self, stream, lg_n, d, d_v, tabs):
+        """d <- n·iNTT(d)·K[5] + d_v in place (d: a∘b's or c's values, natural order; K[5] =
+        1/(2n)): a bit-reversal, the plain inverse passes, the last one scaled and adding d_v."""
+        fd, zi, _, _, _ = tabs
+        k = self.consts(lg_n, stream)
+        plan = list(reversed(pass_plan(lg_n)))
+        self._bitrev(stream, lg_n, d)
+        for j, (S, LC, lo) in enumerate(plan):
             last = j == len(plan) - 1
             flags = F_INV | F_PLAIN_INV | fd | ((F_SCALE_OUT | F_ADD_OUT) if last else 0)
             # F_SCALE_OUT reads its factor at d_k[2]: given d_k + 3 rows, it reads K[5]
-            self.launch_pass(stream, lg_n, S, LC, lo, flags, d_a, d_a, d_c=d_c, zinv=zi,
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d, d, d_c=d_v, zinv=zi,
                              k=_ptr(k) + 3 * _FR_BYTES)
 
     def _h_tables(self, stream, lg_n, deep):
@@ -535,8 +577,7 @@ def ntt_device(d_in, d_out, n, inverse=False, coset=False, device=None, stream=N
     stream : Stream or None
         None: a stream private to the calling thread.
     """
-    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
-        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    _check_size(n)
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
     lg = n.bit_length() - 1
@@ -630,8 +671,7 @@ def h_stage_inplace(d_a, d_b, d_c, d_h, n, device=None, stream=None, ready=(None
     enqueue in two calls, "a" then "rest" (``_DeviceState.h_passes``).  ``deep``: read the deep
     twiddle tables (``h_deep``: an eighth of the bytes; the same coefficients).
     """
-    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
-        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    _check_size(n)
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
     st.h_passes(s, n.bit_length() - 1, d_a, d_b, d_c, d_h, ready, c_from_ab, steps, deep)
@@ -643,8 +683,7 @@ def h_stage_abc(d_a, d_b, d_c, n, device=None, stream=None, steps=("a", "rest"),
     coefficients land in ``d_a`` (``_DeviceState.h_passes_abc``), no fourth buffer.  ``d_c`` is
     scratch (c is never read); all three are clobbered.  ``steps`` as ``h_stage_inplace``'s:
     "a" (A~ into d_c, after ``ready[0]``) then "rest" (after ``ready[1]``, b uploaded)."""
-    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
-        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
+    _check_size(n)
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
     lg = n.bit_length() - 1
@@ -652,6 +691,28 @@ def h_stage_abc(d_a, d_b, d_c, n, device=None, stream=None, steps=("a", "rest"),
         st.h_passes(s, lg, d_a, None, d_c, None, (ready[0], None, None), True, ("a",), deep)
     if "rest" in steps:
         st.h_passes_abc(s, lg, d_a, d_b, d_c, ready[1], deep)
+
+
+def h_stage_ab(d_a, d_b, n, device=None, stream=None, steps=("a", "b", "c"), ready=(None, None, None),
+               deep=False):
+    """The H polynomial of a satisfied assignment (c = a∘b) in a's and b's two buffers: its
+    coefficients land in ``d_a`` (``_DeviceState.h_passes_ab``).  Steps, in order, each after its
+    event in ``ready`` (None: no wait): "a" (A~ in place in d_a: a uploaded), "b" (B~ in d_b,
+    then A~·B~'s transform in d_b: b uploaded; d_a is dead after it), "c" (c uploaded into d_a:
+    h in d_a).  So c is uploaded, into a's buffer once step "b" is enqueued and done, where
+    ``h_stage_abc`` computes a∘b in a third buffer."""
+    _check_size(n)
+    st = _state(device)
+    s = stream if stream is not None else st.streams()[0]
+    for step, ev in zip(("a", "b", "c"), ready):
+        if step in steps:
+            st.h_passes_ab(s, n.bit_length() - 1, d_a, d_b, step, ev, deep)
+
+
+def _check_size(n):
+    """ValueError unless n is a power of two in [2, 2^MAX_LOG_SIZE]."""
+    if n < 2 or n & (n - 1) or n > 1 << MAX_LOG_SIZE:
+        raise ValueError(f"n must be a power of two in [2, 2^{MAX_LOG_SIZE}], got {n}")
 
 
 def h_stage_device(a, b, c, device=None, stream=None, deep=False):

@@ -366,6 +366,41 @@ def test_h_stage_abc_three_buffers(gpu, monkeypatch, rng, lg, deep, tile):
     assert np.array_equal(out, a[bitrev_perm(lg)])
 
 
+@needs_cpu
+@pytest.mark.parametrize("lg,deep,tile", [(1, False, None), (2, False, None), (5, False, None),
+                                          (6, True, None), (12, False, None), (13, True, None),
+                                          (12, True, 4), (15, True, 9)])
+def test_h_stage_ab_two_buffers(gpu, monkeypatch, rng, lg, deep, tile):
+    """H with c = a∘b in a's and b's two buffers (``h_stage_ab``): steps "a", "b", then c copied
+    into a's buffer (as the stages upload it, after step "b"), then "c": the CPU's H of (a, b, a∘b),
+    on full and deep tables, in b's buffer's company only (a third buffer is never touched)."""
+    from cuzk._native import _field
+    if tile is not None:
+        monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
+    n = 1 << lg
+    a, b = rand_fr(rng, n), rand_fr(rng, n)
+    c = _field.mul(a, b, "fr")
+    want = cpu_h_ref(a, b, c)
+    d = gpu._driver()
+
+    def run(st, comp, lg_n, bufs, h, events):
+        junk = rand_fr(rng, n)          # the third buffer: must not matter
+        d.copy_htod(bufs[2], junk, n * 32, comp)
+        gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("a",), ready=events, deep=deep)
+        gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("b",), ready=events, deep=deep)
+        d.copy_htod(bufs[0], c, n * 32, comp)
+        gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("c",), deep=deep)
+        assert np.array_equal(gpu._download(st, comp, bufs[2], n), junk)
+        return bufs[0]
+
+    st = gpu._state(None)
+    comp = st.streams()[0]
+    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    assert_same(got, want, f"H in two buffers 2^{lg} deep={deep}")
+    with pytest.raises(ValueError, match="step"):
+        st.h_passes_ab(comp, lg, 0, 0, "rest")
+
+
 @pytest.mark.parametrize("lg", [1, 2, 3, 6, 9])
 def test_w_inverse_twiddles_are_the_forward_ones_mirrored(gpu, lg):
     """The identity the H stage's last transform reads its twiddles by (F_MIRROR_INV, ntt.cuh
@@ -702,56 +737,116 @@ def test_cuda_stages_h_tables_option(fake, monkeypatch, h_tables):
 
 
 @pytest.mark.parametrize("deep", [False, True])
-def test_cuda_stages_h_in_abc(fake, monkeypatch, deep):
-    """Stage option ``h_in_abc``: a streamed key's partitions compute H in a, b, c's three buffers
-    (``h_stage_abc``, h in a's region at the bottom) and their MSMs take scratch from the two
-    thirds above it: the CPU's bytes, twice (chunked key, deep and full tables), a partition
-    reserving no H buffer (n field elements less than without, as ``partition_bytes`` counts);
-    a resident key's partitions keep four buffers; the budget returns to zero."""
+def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
+    """Stage option ``h_buffers``: a streamed key's partitions compute H in a, b, c's three buffers
+    (3: ``h_stage_abc``) or in a's and b's two (2: ``h_stage_ab``, c uploaded into a's region once
+    step "b" is enqueued, the compute stream waiting for that upload), h in a's region at the
+    bottom, their MSMs' scratch above it: the CPU's bytes, twice each (chunked key, deep and full
+    tables), a partition reserving n (3) or 2·n (2) field elements less than with 4, as
+    ``partition_bytes`` counts; a resident key's partitions keep four buffers; the budget returns
+    to zero; c is the only extra upload (n·32 bytes)."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages import parse_stage_options
-    from cuzk._stages._cuda import CudaStages, partition_bytes
+    from cuzk._stages._cuda import CudaStages, _abc_elems, partition_bytes
     from cuzk import _cuda_ntt
-    assert parse_stage_options("h_in_abc=1") == {"h_in_abc": True}
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 12)
     pk = keygen_random(r1cs, seed=12)
     asg = r1cs.assignment(inputs, aux)
     n = pk.domain_size
-    assert partition_bytes(n, 2 * n * 32, True) == partition_bytes(n, 2 * n * 32) - n * 32
-    calls = []
-    h_abc = _cuda_ntt.h_stage_abc
-
-    def spy(*args, **kw):
-        calls.append(kw.get("steps"))
-        return h_abc(*args, **kw)
-    monkeypatch.setattr(_cuda_ntt, "h_stage_abc", spy)
-    reserved = {}
-    for h3 in (False, True):
-        st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_in_abc=h3,
+    for hbuf in (3, 2):
+        assert partition_bytes(n, 0, hbuf) == partition_bytes(n, 0) - (4 - hbuf) * n * 32
+    calls, after_b, ready_c = [], [], []
+    for name in ("h_stage_abc", "h_stage_ab", "h_stage_inplace"):
+        def spy(*args, _f=getattr(_cuda_ntt, name), _name=name, **kw):
+            calls.append((_name, kw.get("steps")))
+            if kw.get("steps") == ("c",):
+                ready_c.append(kw["ready"][2])
+            out = _f(*args, **kw)
+            if kw.get("steps") == ("b",):
+                after_b.append(len(fake.launches))
+            return out
+        monkeypatch.setattr(_cuda_ntt, name, spy)
+    reserved, uploaded = {}, {}
+    for hbuf in (4, 3, 2):
+        st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_buffers=hbuf,
                         h_tables="deep" if deep else "full")
         for where in ("host", "device"):
             budget = Budget(None, "big")
             ctx = st.context(budget=budget)
             key = st.load_key(pk, budget=budget, where=where)
+            used = hbuf if where == "host" else 4
+            assert key.h_buffers == used
             for i in range(2):
                 calls.clear()
                 part = st.prepare(key, asg, ctx, 21 + i, 22)
                 if i == 0:
-                    reserved[(h3, where)] = budget.used - key.nbytes
-                uses = h3 and where == "host"
-                assert part.h3 == uses and (part.dev["h"] is part.dev["a"]) == uses
+                    reserved[(hbuf, where)] = budget.used - key.nbytes
+                assert part.hbuf == used and (part.dev["h"] is part.dev["a"]) == (used < 4)
+                assert ("c" in part.dev) == (used > 2)
+                assert part.dev["abc"].nbytes == _abc_elems(used) * n * 32
                 st.run(part).synchronize()
-                assert calls == ([("rest",)] if uses else [])
-                assert st.finish(part) == prove(pk, asg, 21 + i, 22, backend="cpu"), (h3, where, i)
+                uploaded[(hbuf, where)] = part.bytes_uploaded
+                want = {4: [("h_stage_inplace", ("a",)), ("h_stage_inplace", ("rest",))],
+                        3: [("h_stage_inplace", ("a",)), ("h_stage_abc", ("rest",))],
+                        2: [("h_stage_ab", ("a",)), ("h_stage_ab", ("b",)), ("h_stage_ab", ("c",))]}
+                assert calls == want[used], (hbuf, where)
+                if used == 2:   # c's upload after step "b" on the compute stream; step "c" after it
+                    assert any(sw is ctx.upload and ev.recorded == (ctx.compute, after_b[-1])
+                               for sw, ev in fake.waits)
+                    assert ready_c[-1].recorded[0] is ctx.upload
+                assert st.finish(part) == prove(pk, asg, 21 + i, 22, backend="cpu"), (hbuf, where, i)
             key.release()
             ctx.close()
             assert budget.used == 0
-    assert reserved[(True, "host")] <= reserved[(False, "host")] - n * 32 + 1024
-    assert reserved[(True, "device")] == reserved[(False, "device")]
+    # (at this toy size the MSMs' scratch outgrows the room above h, which the reservation counts)
+    assert reserved[(3, "host")] <= reserved[(4, "host")] - n * 32 + 1024
+    assert reserved[(2, "host")] < reserved[(3, "host")]
+    for hbuf in (3, 2):
+        assert reserved[(hbuf, "device")] == reserved[(4, "device")]
+    assert uploaded[(2, "host")] == uploaded[(4, "host")] + n * 32
+    assert uploaded[(3, "host")] == uploaded[(4, "host")]
+
+
+def test_cuda_stages_h_buffers_auto(fake, monkeypatch):
+    """``h_buffers="auto"`` (the default): a streamed key's partitions take the most of 4, 3, 2
+    buffers with which the key's tables, its slots at their floor (here the forced
+    ``stream_chunk``) and one partition (``partition_bytes``) fit what the budget leaves; 4
+    without a budget, and 4 whatever the budget without ``abc_scratch``; a resident key 4."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._stages._cuda import (STREAM_SLOTS, CudaStages, _abc_room, _align, _tables_bytes,
+                                    partition_bytes)
+    from cuzk import _cuda_ntt
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 12)
+    pk = keygen_random(r1cs, seed=12)
+    n, lg = pk.domain_size, pk.domain_size.bit_length() - 1
+    chunk = 64 * 192
+    key_bytes = _tables_bytes(n, _cuda_ntt.h_deep(lg, True)) + STREAM_SLOTS * _align(chunk)
+
+    def floor(hbuf):        # the least budget in which "auto" takes hbuf buffers
+        return key_bytes + partition_bytes(n, _abc_room(n, hbuf), hbuf)
+    assert floor(2) < floor(3) < floor(4)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=chunk)
+    assert st.h_buffers == "auto"
+    for total, want in ((None, 4), (floor(4), 4), (floor(4) - 1, 3), (floor(3), 3), (floor(3) - 1, 2),
+                        (floor(2), 2), (key_bytes, 2)):
+        budget = Budget(total, "card")
+        key = st.load_key(pk, budget=budget, where="host")
+        assert key.h_buffers == want, total
+        assert key.nbytes == key_bytes
+        key.release()
+    no_abc = CudaStages(threads=1, b_g2="gpu", stream_chunk=chunk, abc_scratch=False)
+    key = no_abc.load_key(pk, budget=Budget(floor(2), "card"), where="host")
+    assert key.h_buffers == 4
+    key.release()
+    key = st.load_key(pk, budget=Budget(None, "big"), where="device")
+    assert key.h_buffers == 4
+    key.release()
 
 
 @pytest.mark.parametrize("chunk_points,slots", [(64, 2), (128, 2), (64, 3)])
@@ -1243,13 +1338,13 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
-@pytest.mark.parametrize("h_in_abc", [False, True])
-def test_engine_on_a_streamed_key(fake, monkeypatch, h_in_abc):
+@pytest.mark.parametrize("h_buffers", [4, 3, 2])
+def test_engine_on_a_streamed_key(fake, monkeypatch, h_buffers):
     """cuzk.Engine with a key kept in host memory (as when the budget cannot hold it), streamed in
     chunks through the key's slots: two workers under two-lock prove every partition with the
     CPU backend's bytes, on the normal plan (a streamed key has no early one), the key sized for
     two partitions in flight, and the budget holds only the key's tables and slots once the job
-    is done; also with H in a, b, c's buffers (``h_in_abc``, the workers' warm-up sized for it)."""
+    is done; also with H in 3 or 2 buffers (``h_buffers``, the workers' warm-up sized for it)."""
     import cuzk
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -1259,7 +1354,7 @@ def test_engine_on_a_streamed_key(fake, monkeypatch, h_in_abc):
     r1cs, inputs, aux = porep_like(7, 9)
     pk = keygen_random(r1cs, seed=9)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_in_abc=h_in_abc)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_buffers=h_buffers)
     keys = _keys_in_host(st, monkeypatch)
     rs = [(30 + i, 40 + i) for i in range(3)]
     with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",

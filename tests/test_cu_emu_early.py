@@ -723,8 +723,8 @@ def test_stream_plan_splits_a_key_by_budget(deep):
     the split with the fewest chunks, then the most bytes resident; what it keeps, its slots and
     its partitions fit the budget."""
     from types import SimpleNamespace
-    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_SHARED, _align, _tables_bytes,
-                                    partition_bytes, stream_chunk_bytes, stream_plan)
+    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_MIN, STREAM_CHUNK_SHARED, _align,
+                                    _tables_bytes, partition_bytes, stream_chunk_bytes, stream_plan)
     gib, n = 1 << 30, 1 << 27
     frac = {"h": 0.99999, "l": 0.9668, "a": 0.9658, "b_g1": 0.2466, "b_g2": 0.4932}
     pk = SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96)) for q, f in frac.items()})
@@ -744,13 +744,22 @@ def test_stream_plan_splits_a_key_by_budget(deep):
         assert left >= 3 * (STREAM_CHUNK_SHARED if p > 1 else 0)
     if deep:     # a 24 GB card (~22 GiB usable): one partition and three slots of over 1 GiB
         assert 22 * gib - tables - partition_bytes(n, room) > 3 * gib
-        # with H in a, b, c's buffers (h_in_abc: 3·n field elements, the tails' room 2·n): slots
-        # of ~2.5 GiB there, and two partitions in flight from 32 GiB
+        # with H in a, b, c's buffers (h_buffers=3: 3·n field elements, the tails' room 2·n):
+        # slots of ~2.5 GiB there, and two partitions in flight from 32 GiB
         room3 = 2 * n * 32
-        assert partition_bytes(n, room3, True) == partition_bytes(n, room) - n * 32
-        assert stream_chunk_bytes(n, 22 * gib, tables, 3, 1, room3, True) > 2.4 * gib
-        assert stream_plan(pk, 32 * gib, 3, 2, room3, deep, None, True) == (2, ())
-        assert stream_plan(pk, 30 * gib, 3, 2, room3, deep, None, True) == (1, ())
+        assert partition_bytes(n, room3, 3) == partition_bytes(n, room) - n * 32
+        assert stream_chunk_bytes(n, 22 * gib, tables, 3, 1, room3, 3) > 2.4 * gib
+        assert stream_plan(pk, 32 * gib, 3, 2, room3, deep, None, 3) == (2, ())
+        assert stream_plan(pk, 30 * gib, 3, 2, room3, deep, None, 3) == (1, ())
+        # a 16 GB card (15.6–16 GiB seen by the driver, less the 2 GiB margin: 13.6–14): one partition
+        # only in a's and b's buffers (h_buffers=2: 2·n field elements, the tails' room n), with
+        # slots of ~1 GiB; with 3 buffers it does not fit at all
+        room2 = n * 32
+        card16 = int(13.6 * gib)
+        assert partition_bytes(n, room2, 2) == partition_bytes(n, room) - 2 * n * 32
+        assert stream_chunk_bytes(n, card16, tables, 3, 1, room2, 2) > 0.9 * gib
+        assert (card16 - tables - partition_bytes(n, room3, 3)) // 3 < STREAM_CHUNK_MIN
+        assert stream_plan(pk, card16, 3, 2, room2, deep, None, 2) == (1, ())
         return
     # 80 GiB: streaming A and B (B_G1 and B_G2 go together) makes 6 chunks of 4 GiB (so does
     # streaming L and B, or H and L, …: the tie goes to the most bytes resident), all 12

@@ -256,8 +256,13 @@ def test_parse_stage_options():
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
                                   "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch",
                                   "stream_chunk", "stream_slots", "key_where", "h_tables", "split_side",
-                                  "h_in_abc"}
+                                  "h_buffers"}
     assert parse_stage_options("key_where=Host") == {"key_where": "host"}
+    assert parse_stage_options("h_buffers=2") == {"h_buffers": 2}
+    assert parse_stage_options("h_buffers=Auto") == {"h_buffers": "auto"}
+    for bad in ("h_buffers=1", "h_buffers=5", "h_in_abc=1"):
+        with pytest.raises(ValueError):
+            parse_stage_options(bad)
     assert parse_stage_options("h_tables=Deep,split_side=1") == {"h_tables": "deep", "split_side": True}
     assert parse_stage_options("stream_chunk=268435456,stream-slots=3") == {"stream_chunk": 1 << 28,
                                                                            "stream_slots": 3}

@@ -157,7 +157,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             # per device: where the key lives ("device"/"host") and the queries a "host" key keeps
             # on the device anyway (a partly resident key)
             "key_where": key0.get("where"), "key_kept": key0.get("kept"),
-            "h_tables": key0.get("h_tables"),
+            "h_tables": key0.get("h_tables"), "h_buffers": key0.get("h_buffers"),
             "budgets": budgets, "serialized": serialized,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
@@ -226,7 +226,8 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                           f"{row['steady_kernel_busy']:.1%}, verified {row['verified']}"
                           + (f", H MSM {row['h_msm']}" if any(row.get("h_msm") or ()) else "")
                           + (f", key streamed ({'/'.join(row['key_kept'][0]) or 'nothing'} "
-                             f"kept on the device, {(row.get('h_tables') or ['?'])[0]} H tables)"
+                             f"kept on the device, {(row.get('h_tables') or ['?'])[0]} H tables, "
+                             f"H in {(row.get('h_buffers') or ['?'])[0]} buffers)"
                              if "host" in (row.get("key_where") or ())
                              and row.get("backend") == "cuda" else "")
                           + (", two partitions did not fit: the workers took turns"

@@ -135,6 +135,12 @@ class EngineKey:
                 for _, k in sorted(self.resident.items())]
 
     @property
+    def h_buffers(self):
+        """Per device, how many buffers of n field elements its partitions compute H in (4, 3 or
+        2: ``CudaStages(h_buffers=...)``); None where the stages have none (CPU)."""
+        return [getattr(k, "h_buffers", None) for _, k in sorted(self.resident.items())]
+
+    @property
     def h_msm(self):
         """Per device, the H MSM's precomputed copies ``k`` and window ``c`` (None: the cost
         model's) that the resident key was built with (``precompute="auto"`` picks them by
@@ -988,7 +994,8 @@ class Engine:
         failed counts, the thread policy."""
         with self._keys_lock:
             keys = [{"path": k.path, "domain": int(k.pk.domain_size), "nbytes": k.nbytes,
-                     "where": k.where, "kept": k.kept, "h_tables": k.h_tables, "h_msm": k.h_msm,
+                     "where": k.where, "kept": k.kept, "h_tables": k.h_tables,
+                     "h_buffers": k.h_buffers, "h_msm": k.h_msm,
                      "in_use": k.in_use}
                     for k in self._keys.values()]
         with self._jobs_lock:

@@ -92,6 +92,20 @@ key_where_arg = choice_arg("key_where", KEY_WHERE)
 H_TABLES_MODES = ("auto", "full", "deep")
 h_tables_arg = choice_arg("h_tables", H_TABLES_MODES)
 
+#: Buffers of n field elements a streamed key's partition computes H in
+#: (``CudaStages(h_buffers=...)``): "auto", 4, 3 or 2.
+H_BUFFERS = ("auto", "4", "3", "2")
+_h_buffers_choice = choice_arg("h_buffers", H_BUFFERS)
+
+
+def h_buffers_arg(v):
+    """An ``h_buffers`` stage option: "auto" or the int 4, 3 or 2 (ValueError otherwise)."""
+    k = _h_buffers_choice(v)
+    return k if k == "auto" else int(k)
+
+
+h_buffers_arg.__name__ = _h_buffers_choice.__name__
+
 
 def precompute_arg(v):
     """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""

@@ -40,8 +40,9 @@ from .._assignment import popcount_words
 from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
-from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_tables_arg,
-                    key_where_arg, ones_kind_arg, precompute_arg, row_check_arg, streams_arg, timed)
+from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_buffers_arg,
+                    h_tables_arg, key_where_arg, ones_kind_arg, precompute_arg, row_check_arg,
+                    streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -260,6 +261,7 @@ class ResidentKey:
 
     where = "device"
     h_head = True           # its H MSM is one plan, run first (``_heads``)
+    h_buffers = 4           # a, b, c's buffer and H's output (``CudaStages(h_buffers=)``)
 
     def __init__(self, pk, device, pool, budget, progress=None, precompute=1, c=None,
                  abc_scratch=False, side_scratch=False, deep_tables=False):
@@ -365,9 +367,9 @@ class StreamedKey:
     (``CudaStages(split_side=True)``; ``_heads``).
 
     ``deep_tables``: the H stage reads deep twiddle tables (``cuzk._cuda_ntt.h_deep``: at 2^27
-    1 GiB instead of 8, which go to the slots and the partitions in flight).  ``h_in_abc``: its
-    partitions compute H in a, b, c's buffers (``CudaStages(h_in_abc=True)``): the slots are
-    sized for partitions of 3·n field elements.
+    1 GiB instead of 8, which go to the slots and the partitions in flight).  ``h_buffers``: how
+    many buffers of n field elements its partitions compute H in (4, 3 or 2;
+    ``CudaStages(h_buffers=...)``): the slots are sized for partitions of that many.
 
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
@@ -381,7 +383,7 @@ class StreamedKey:
     where = "host"
 
     def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
-                 resident=(), deep_tables=True, h_head=False, h_in_abc=False):
+                 resident=(), deep_tables=True, h_head=False, h_buffers=4):
         from .. import _cuda_ntt
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
@@ -401,6 +403,9 @@ class StreamedKey:
         # the queries kept on the device (a partly resident key: ``stream_plan``)
         self.resident = tuple(q for q in QUERIES if q in set(resident) and self.points(q))
         self.h_head = bool(h_head) and "h" in self.resident
+        self.h_buffers = int(h_buffers)
+        if self.h_buffers not in (2, 3, 4):
+            raise ValueError(f"h_buffers must be 2, 3 or 4, got {h_buffers!r}")
         lg = pk.domain_size.bit_length() - 1
         self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
         tables = _tables_bytes(pk.domain_size, self.deep_tables)
@@ -408,7 +413,7 @@ class StreamedKey:
         if chunk_bytes is None:
             free = None if budget is None or budget.free is None else budget.free - kept
             chunk_bytes = stream_chunk_bytes(pk.domain_size, free, tables, self.slots, partitions, room,
-                                             h_in_abc)
+                                             self.h_buffers)
         widest = max([_POINT_BYTES[g] for q, (_, g) in QUERIES.items()
                       if self.points(q) and q not in self.resident] or [_POINT_BYTES["g1"]])
         self.chunk_points = max(_CHUNK_ALIGN, chunk_bytes // widest // _CHUNK_ALIGN * _CHUNK_ALIGN)
@@ -869,12 +874,17 @@ class CudaStages(CpuStages):
         beside it, as a resident key's do; its partitions then count the tails' scratch in the
         part of a, b, c's buffer that H's MSM leaves (``_abc_left``; 2^27: 18.3 GiB per partition
         instead of 17.0).  Off by default until measured (the stage option ``split_side=1``).
-    h_in_abc : bool
-        A partition of a key streamed from host memory (without ``split_side``) computes H in a,
-        b, c's three buffers (``cuzk._cuda_ntt.h_stage_abc``: two in-place bit-reversals instead
-        of the gathers that need a fourth) and its H MSM reads h from a's, so it reserves n field
-        elements less (2^27: 4 GiB) and its MSMs take their scratch from the other two thirds.
-        The same bytes.  Off by default until measured (the stage option ``h_in_abc=1``).
+    h_buffers : {"auto", 4, 3, 2}
+        How many buffers of n field elements a partition of a key streamed from host memory
+        (without ``split_side``) computes H in (the stage option ``h_buffers``).  4: a, b, c's and
+        H's output, as a resident key's partitions always do.  3: a, b, c's
+        (``cuzk._cuda_ntt.h_stage_abc``: two in-place bit-reversals instead of the gathers that
+        need a fourth), h in a's, the MSMs' scratch in the other two (2^27: 4 GiB less).  2: a's
+        and b's (``h_stage_ab``), c uploaded into a's once A~ is spent (n·32 bytes more through
+        the bus, 4.3 GB at 2^27, while the H NTT waits for it), the MSMs' scratch in b's (8 GiB
+        less: a 2^27 partition on a 16 GB card).  "auto" (default): the most of 4, 3, 2 with which
+        one partition and the key's slots (``STREAM_CHUNK_MIN`` each) fit the budget, so a card
+        that 4 buffers fit keeps the measured path.  The same bytes in every case.
     """
 
     name = "cuda"
@@ -883,12 +893,12 @@ class CudaStages(CpuStages):
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
                  stream_slots=None, key_where="auto", h_tables="auto", split_side=False,
-                 h_in_abc=False):
+                 h_buffers="auto"):
         super().__init__(threads)
         self.key_where = key_where_arg(key_where)
         self.h_tables = h_tables_arg(h_tables)
         self.split_side = bool(split_side)
-        self.h_in_abc = bool(h_in_abc)
+        self.h_buffers = h_buffers_arg(h_buffers)
         self.stream_slots = STREAM_SLOTS if stream_slots is None else int(stream_slots)
         self.stream_chunk = None if stream_chunk is None else int(stream_chunk)
         if self.stream_chunk is not None and self.stream_chunk <= 0:
@@ -956,15 +966,18 @@ class CudaStages(CpuStages):
         h_head = self.split_side and self.streams == 2
         # with H resident and split_side, the tails share a, b, c's buffer with H's MSM
         room_h = self._room_beside_h(pk) if h_head and room else None
-        h3 = self._h3_streamed()
-        if h3 and room:
-            room = _abc_room(pk.domain_size, True)  # h takes a's third of the buffer
+        room4 = room
+
+        def room_of(hbuf):      # with H in a's buffer, the MSMs' scratch is the rest (``_abc_room``)
+            return _abc_room(pk.domain_size, hbuf) if hbuf < 4 and room4 else room4
+        hbuf = self._streamed_buffers(pk, budget, room_of, deep_streamed)
+        room = room_of(hbuf)
         if where == "auto" and budget is not None and budget.total is not None:
             whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
             part = partition_bytes(pk.domain_size)
             if whole + partitions * part > left:
                 p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed,
-                                      room_h, h3)
+                                      room_h, hbuf)
                 if p < 2 and whole + part <= left:
                     kept = ()               # one partition at a time either way: all resident
                 else:
@@ -987,16 +1000,33 @@ class CudaStages(CpuStages):
             room = room_h
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
                            partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head,
-                           h_in_abc=h3)
+                           h_buffers=hbuf)
 
-    def _h3_streamed(self):
-        """Whether partitions of a streamed key compute H in a, b, c's buffers (``h_in_abc``:
-        one stream, a, b, c's buffer as the MSMs' scratch)."""
-        return self.h_in_abc and self.abc_scratch and not (self.split_side and self.streams == 2)
-
-    def _h3(self, part):
-        """Whether ``part`` computes H in a, b, c's buffers (``h_in_abc``; a streamed key)."""
-        return self._h3_streamed() and part.key.where == "host"
+    def _streamed_buffers(self, pk, budget, room_of, deep):
+        """How many buffers of n field elements partitions of ``pk`` compute H in if it is
+        streamed (``h_buffers``): 4 without ``abc_scratch`` (H in a, b, c's buffer needs it) or
+        under ``split_side`` with two streams (H's MSM beside the tails: they share that buffer);
+        else the option, or for "auto" the most of 4, 3, 2 with which the key's tables and
+        slots at their floor (``stream_chunk`` or ``STREAM_CHUNK_MIN``, or the largest query
+        where that is less) and one partition (``partition_bytes``, ``room_of(hbuf)``: the tails'
+        room in a, b, c's buffer) fit what the budget leaves beside its resident keys; 2 when none
+        does (its reservation then says by how much).  ``deep``: the key's tables are deep."""
+        if not self.abc_scratch or (self.split_side and self.streams == 2):
+            return 4
+        if self.h_buffers != "auto":
+            return self.h_buffers
+        if budget is None or budget.total is None:
+            return 4
+        from .. import _cuda_ntt
+        n = pk.domain_size
+        floor = STREAM_CHUNK_MIN if self.stream_chunk is None else self.stream_chunk
+        slot = _align(min(floor, max(_query_bytes(pk, q) for q in QUERIES)))
+        key = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep)) + self.stream_slots * slot
+        left = budget.total - budget.lasting
+        for hbuf in (4, 3):
+            if key + partition_bytes(n, room_of(hbuf), hbuf) <= left:
+                return hbuf
+        return 2
 
     def _room_beside_h(self, pk):
         """Bytes of a, b, c's buffer that a whole H MSM of ``pk`` without copies leaves to the
@@ -1136,15 +1166,17 @@ class CudaStages(CpuStages):
         sized too small here, each worker's first upload took 0.85–0.92 s instead of 0.07 s — a
         pinned allocation inside the first partition."""
         n = key.pk.domain_size
-        abc = 3 * n * _FR
+        hbuf = key.h_buffers
+        abc = _abc_elems(hbuf) * n * _FR
         ctx.staging.warm()
         ctx.results.warm(1 << 20)
         try:
-            if key.where == "host":     # a streamed key: the largest H chunk's MSM, its scratch
-                m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)     # beyond a, b, c's
-                h3 = self._h3_streamed()      # buffer (device memory is short: not the whole of it)
-                grow = abc + (0 if h3 else n * _FR) + _h_scratch_beyond_abc(
-                    self._h_chunk_plan(m, m), n, self.abc_scratch, _abc_room(n, h3))
+            if key.where == "host":
+                # a streamed key (device memory is short): the largest H chunk's MSM, its scratch
+                # beyond what a, b, c's buffer holds of it, not the whole of it
+                m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)
+                grow = abc + (n * _FR if hbuf == 4 else 0) + _h_scratch_beyond_abc(
+                    self._h_chunk_plan(m, m), n, self.abc_scratch, _abc_room(n, hbuf))
             else:
                 grow = abc + n * _FR + self._h_plan(key, n).scratch_bytes
             self.pool.alloc(grow, ctx.upload).free(ctx.upload)
@@ -1191,7 +1223,7 @@ class CudaStages(CpuStages):
     def _stage_in(self, part):
         """Reserve the partition's device bytes, enqueue the uploads through the staging ring."""
         n, key = self._begin(part), part.key
-        part.h3 = self._h3(part)
+        part.hbuf = key.h_buffers
         if key.where == "host":
             part.plans, part.spans = self._streamed_plans(key, part.prep, n)
             chunk, kept = key.chunk_points, key.resident
@@ -1224,7 +1256,7 @@ class CudaStages(CpuStages):
     @staticmethod
     def _begin(part):
         part.dev = {}
-        part.h3 = False             # H in a, b, c's buffers (``_h3``; set by _stage_in)
+        part.hbuf = 4               # buffers H is computed in (``h_buffers``; set by _stage_in)
         part.scratch_reserved = 0
         part.n = pow2_at_least(part.asg.a.shape[0])
         return part.n
@@ -1232,9 +1264,11 @@ class CudaStages(CpuStages):
     @staticmethod
     def _abc_uploads(part):
         """(device name, host array, device bytes) of c's buffer with no array (H's scratch: c
-        itself is never uploaded, ``_validate``), then a and b (zero-padded to n rows)."""
+        itself is never uploaded here, ``_validate``; none with two H buffers, where c goes into
+        a's during the region, ``_upload_c``), then a and b (zero-padded to n rows)."""
         asg, n = part.asg, part.n
-        return [("c", None, n * _FR), ("a", asg.a, n * _FR), ("b", asg.b, n * _FR)]
+        c = [("c", None, n * _FR)] if part.hbuf > 2 else []
+        return c + [("a", asg.a, n * _FR), ("b", asg.b, n * _FR)]
 
     @staticmethod
     def _prep_uploads(prep, chunk=None, resident=()):
@@ -1286,7 +1320,7 @@ class CudaStages(CpuStages):
         the upload stream right after that upload is enqueued."""
         ctx, n = part.ctx, part.n
         dev_bytes = sum(_align(nb) for _, _, nb in uploads)
-        if outputs and not part.h3:
+        if outputs and part.hbuf == 4:
             dev_bytes += n * _FR                            # H's output
         scratch = self._scratch_peak(part)
         dev_bytes += max(0, scratch - part.scratch_reserved)
@@ -1312,8 +1346,8 @@ class CudaStages(CpuStages):
             part.bytes_uploaded += nb
             if after and name in after:
                 after[name](ctx.event(up))
-        if outputs:     # with part.h3, H lands in a's region (h_stage_abc)
-            part.dev["h"] = part.dev["a"] if part.h3 else self.pool.alloc(n * _FR, up)
+        if outputs:     # with fewer than 4 buffers, H lands in a's region (h_stage_abc, h_stage_ab)
+            part.dev["h"] = part.dev["a"] if part.hbuf < 4 else self.pool.alloc(n * _FR, up)
         part.uploaded = ctx.event(up)
 
     def _abc_regions(self, part, uploads, stream):
@@ -1321,12 +1355,13 @@ class CudaStages(CpuStages):
         (``part.dev["abc"]``, allocated on ``stream``) and their regions in it, by name; else
         {}.  The budget counts the same bytes either way (each is n field elements)."""
         names = [name for name, _, _ in uploads]
-        if not self.abc_scratch or not {"a", "b", "c"} <= set(names):
+        # with fewer than 4 H buffers a (then h) at the bottom: b's (and c's) above it, one range
+        # of scratch; with 4, c's at the bottom (the MSMs' scratch runs from the top down)
+        order = {4: ("c", "a", "b"), 3: ("a", "b", "c"), 2: ("a", "b")}[part.hbuf]
+        if not self.abc_scratch or not set(order) <= set(names):
             return {}
         size = _FR * part.n
-        buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, 3 * size, stream)
-        # with part.h3 a (then h) at the bottom: b's and c's thirds above it, one range of scratch
-        order = ("a", "b", "c") if part.h3 else ("c", "a", "b")
+        buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, len(order) * size, stream)
         return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(order)}
 
     def _h_scratch_pool(self, part):
@@ -1334,8 +1369,8 @@ class CudaStages(CpuStages):
         at its top; ``abc_scratch``: the H NTT before it on the compute stream is their last use),
         the pool for the rest."""
         if "abc" in part.dev:
-            room = _abc_room(part.n, part.h3)
-            return _Arena(part.dev["abc"].ptr + 3 * _FR * part.n - room, room, self.pool)
+            room = _abc_room(part.n, part.hbuf)
+            return _Arena(part.dev["abc"].ptr + _abc_elems(part.hbuf) * _FR * part.n - room, room, self.pool)
         return self.pool
 
     def _side_arena(self, part, start):
@@ -1346,7 +1381,7 @@ class CudaStages(CpuStages):
         room = self._side_room(part)
         if room <= 0:
             return None
-        total = 3 * part.n * _FR
+        total = _abc_elems(part.hbuf) * part.n * _FR
         return _Arena(part.dev["abc"].ptr + total - room, room, self.pool)
 
     def _concurrent(self, part):
@@ -1365,7 +1400,7 @@ class CudaStages(CpuStages):
         if not plans:
             return 0
         first = 1 if _query_of(plans[0][0]) == "h" else 0
-        cap = _abc_room(part.n, part.h3)
+        cap = _abc_room(part.n, part.hbuf)
         head = [_h_scratch_beyond_abc(plans[0][2], part.n, self.abc_scratch, cap)] if first else []
         pair = self._sort_share(plans)
         if pair:
@@ -1384,7 +1419,7 @@ class CudaStages(CpuStages):
             return 0
         if self._concurrent(part) and part.plans and _query_of(part.plans[0][0]) == "h":
             return _abc_left(part.plans[0][2], part.n)
-        return _abc_room(part.n, part.h3)
+        return _abc_room(part.n, part.hbuf)
 
     def _sort_share(self, plans):
         """(giver, taker): the indices in ``plans`` of the B_G1 and B_G2 tail MSMs when the second
@@ -1416,12 +1451,17 @@ class CudaStages(CpuStages):
 
     def _enqueue_h_first(self, part, ready):
         """The region's first kernels, on the compute stream after event ``ready`` (a uploaded):
-        its start mark, then the part of H that reads a alone (``h_stage_inplace`` step "a")."""
+        its start mark, then the part of H that reads a alone (``h_stage_inplace`` step "a", or
+        ``h_stage_ab``'s with two H buffers)."""
         from .. import _cuda_ntt
         ctx, dev = part.ctx, part.dev
         s = ctx.compute
         s.wait_event(ready)
         part.gpu_marks = [("start", ctx.event(s, timing=True))]
+        if part.hbuf == 2:      # A~ in place in a's buffer
+            _cuda_ntt.h_stage_ab(dev["a"], None, part.n, device=self.device, stream=s, steps=("a",),
+                                 deep=part.key.deep_tables)
+            return
         # step "a" reads a and writes c's buffer (b and H's output may not be allocated yet)
         _cuda_ntt.h_stage_inplace(dev["a"], None, dev["c"], None, part.n, device=self.device,
                                   stream=s, c_from_ab=True, steps=("a",), deep=part.key.deep_tables)
@@ -1436,9 +1476,15 @@ class CudaStages(CpuStages):
         if not getattr(part, "gpu_marks", None):
             self._enqueue_h_first(part, part.uploaded)
         s.wait_event(part.uploaded)
-        if part.h3:     # h into a's region, three buffers
+        deep = part.key.deep_tables
+        if part.hbuf == 3:      # h into a's region, three buffers
             _cuda_ntt.h_stage_abc(dev["a"], dev["b"], dev["c"], part.n, device=self.device, stream=s,
-                                  steps=("rest",), deep=part.key.deep_tables)
+                                  steps=("rest",), deep=deep)
+        elif part.hbuf == 2:    # two buffers: c into a's once step "b" has spent A~
+            _cuda_ntt.h_stage_ab(dev["a"], dev["b"], part.n, device=self.device, stream=s, steps=("b",),
+                                 deep=deep)
+            _cuda_ntt.h_stage_ab(dev["a"], dev["b"], part.n, device=self.device, stream=s, steps=("c",),
+                                 ready=(None, None, self._upload_c(part)), deep=deep)
         else:
             _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                       stream=s, c_from_ab=True, steps=("rest",), deep=part.key.deep_tables)
@@ -1446,6 +1492,20 @@ class CudaStages(CpuStages):
         part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
         marks.append(("h_ntt", part.h_ntt))
         self._enqueue_reductions(part, bases, 0, _heads(part), s, marks)
+
+    @staticmethod
+    def _upload_c(part):
+        """With two H buffers (``h_buffers=2``): c (zero-padded to n rows) into a's region through
+        the worker's pinned ring, on its upload stream once the compute stream has enqueued its
+        last read of A~ there (``h_stage_ab`` step "b"); returns an event after the upload.  The
+        ring's slots turn over only as the copies run, so this returns about when the H NTT's
+        first steps are done: the rest of the region is enqueued while the last chunks copy."""
+        ctx, nb = part.ctx, part.n * _FR
+        ctx.upload.wait_event(ctx.event(ctx.compute))
+        timed(part.timings, "stage:put", ctx.staging.put, part.dev["a"].ptr,
+              np.ascontiguousarray(part.asg.c), nb, ctx.upload, ctx.threads)
+        part.bytes_uploaded += nb
+        return ctx.event(ctx.upload)
 
     def _enqueue_rest(self, part, bases, wait=False):
         """The reductions after H's (``part.plans[1:]``), then the partition's device buffers
@@ -1746,25 +1806,25 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
-def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, room=0, h_in_abc=False):
+def stream_chunk_bytes(domain, free, tables, slots=STREAM_SLOTS, partitions=1, room=0, h_buffers=4):
     """The slot size of a streamed key (``StreamedKey``) with ``slots`` slots at ``domain`` when the
     budget has ``free`` bytes (None: no limit) before its ``tables``: what ``partitions``
-    partitions in flight leave (``partition_bytes(domain, room)`` each), shared by the slots,
+    partitions in flight leave (``partition_bytes(domain, room, h_buffers)`` each), shared by the slots,
     within [``STREAM_CHUNK_MIN``, ``STREAM_CHUNK_MAX``].  Fewer partitions when that slot would be
     smaller than ``STREAM_CHUNK_SHARED`` (down to one, which takes what is left).  At the lower
     bound one partition may still not fit: its reservation then says so (``BudgetError``)."""
     if free is None:
         return STREAM_CHUNK_MAX
     for p in range(max(1, int(partitions)), 0, -1):
-        chunk = _slot_share(domain, free, tables, slots, p, room, h_in_abc)
+        chunk = _slot_share(domain, free, tables, slots, p, room, h_buffers)
         if p == 1 or chunk >= STREAM_CHUNK_SHARED:
             return max(STREAM_CHUNK_MIN, min(STREAM_CHUNK_MAX, chunk))
 
 
-def _slot_share(domain, free, tables, slots, partitions, room, h_in_abc=False):
+def _slot_share(domain, free, tables, slots, partitions, room, h_buffers=4):
     """Bytes each of ``slots`` slots gets of ``free`` less the key's ``tables`` and ``partitions``
-    partitions (``partition_bytes(domain, room, h_in_abc)`` each); may be negative."""
-    return (free - tables - partitions * partition_bytes(domain, room, h_in_abc)) // slots
+    partitions (``partition_bytes(domain, room, h_buffers)`` each); may be negative."""
+    return (free - tables - partitions * partition_bytes(domain, room, h_buffers)) // slots
 
 
 # What a partly resident key keeps or streams together: B_G1 and B_G2 share their tail indices
@@ -1773,7 +1833,7 @@ _SPLIT_UNITS = (("h",), ("l",), ("a",), ("b_g1", "b_g2"))
 
 
 def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, room_h=None,
-                h_in_abc=False):
+                h_buffers=4):
     """(p, resident): how a key that is not kept whole on the device is split when the budget has
     ``free`` bytes: which queries stay resident (``StreamedKey(resident=...)``) and how many
     partitions p <= ``partitions`` fit in flight beside it (``partition_bytes(domain, room)``
@@ -1784,7 +1844,7 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
     bench/RESULTS.md session 26), then the one that keeps the most bytes resident.  ``deep``: the
     key's H tables are deep (``StreamedKey(deep_tables=)``).  ``room_h``: the tails' room in a
     split that keeps H (``CudaStages(split_side=True)``: H's MSM beside them); None: ``room``.
-    ``h_in_abc``: the partitions compute H in a, b, c's buffers (``partition_bytes``)."""
+    ``h_buffers``: the buffers of n field elements the partitions compute H in (``partition_bytes``)."""
     from .. import _cuda_ntt
     n = pk.domain_size
     tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
@@ -1797,7 +1857,7 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
             kept = tuple(q for q in qs if any(mask >> i & 1 and q in u for i, u in enumerate(units)))
             kb = sum(_align(_query_bytes(pk, q)) for q in kept)
             r = room_h if room_h is not None and "h" in kept else room
-            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, r, h_in_abc))
+            chunk = min(STREAM_CHUNK_MAX, _slot_share(n, free - kb, tables, slots, p, r, h_buffers))
             if chunk < floor and (p > 1 or kept):
                 continue
             chunk = max(chunk, STREAM_CHUNK_MIN)
@@ -1809,15 +1869,15 @@ def stream_plan(pk, free, slots=STREAM_SLOTS, partitions=1, room=0, deep=True, r
             return p, best[2]
 
 
-def partition_bytes(domain, room=0, h_in_abc=False):
+def partition_bytes(domain, room=0, h_buffers=4):
     """Device bytes one partition at ``domain`` reserves beside its key, as the key placement
     counts them before any witness is seen: a, b, c and H's output (4·n·32) and
     ``_tails_allowance(domain, room)`` (``room``: the bytes of a, b, c's buffer its tail MSMs may
     take, ``side_scratch``).  2^27 PoRep-like: 19.2 GiB counted with no room, 17.6 with a, b, c's
     whole buffer (a streamed key's one stream); reserved 17.02–18.26 in the runs of
-    bench/RESULTS.md sessions 25–27.  ``h_in_abc``: H's output inside a, b, c's buffer
-    (``CudaStages(h_in_abc=True)``): 3·n·32."""
-    return (3 if h_in_abc else 4) * domain * _FR + _tails_allowance(domain, room)
+    bench/RESULTS.md sessions 25–27.  ``h_buffers``: H computed in that many buffers of n field
+    elements (``CudaStages(h_buffers=...)``): 3 (a, b, c's) or 2 (a's and b's) instead of 4."""
+    return h_buffers * domain * _FR + _tails_allowance(domain, room)
 
 
 def _tails_allowance(domain, room=0):
@@ -1832,10 +1892,17 @@ def _tails_allowance(domain, room=0):
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
-def _abc_room(n, h3):
-    """Bytes of a, b, c's buffer (3·n field elements) free for MSM scratch once H is computed: all
-    of it, or with ``h3`` (H in a's third at the bottom, ``CudaStages._h3``) the two thirds above."""
-    return (2 if h3 else 3) * n * _FR
+def _abc_elems(h_buffers):
+    """Field elements (in units of n) of a partition's a, b, c buffer when H is computed in
+    ``h_buffers`` buffers: a, b and c's 3, or a's and b's 2 (``h_stage_ab``: c goes into a's)."""
+    return min(h_buffers, 3)
+
+
+def _abc_room(n, h_buffers=4):
+    """Bytes of a, b, c's buffer (``_abc_elems`` · n field elements) free for MSM scratch once H
+    is computed: all of it with 4 H buffers (H's output apart), else all but a's region at the
+    bottom, where h lands (``CudaStages(h_buffers=...)``)."""
+    return (_abc_elems(h_buffers) - (h_buffers < 4)) * n * _FR
 
 
 def _heads(part):
@@ -1877,8 +1944,9 @@ def _abc_left(plan, n):
 def _h_scratch_beyond_abc(plan, n, abc_scratch, cap=None):
     """The H MSM's scratch bytes that a partition reserves beside a, b, c's buffers: all of them,
     or with ``abc_scratch`` those that the 3·n field elements of a, b, c (``cap`` bytes of them:
-    2·n with h in a's third) cannot hold (``_abc_split``; at 2^27 none: 10.1 GiB in 12)."""
-    cap = _abc_room(n, False) if cap is None else cap
+    fewer with h in a's region, ``_abc_room``) cannot hold (``_abc_split``; at 2^27 none: 10.1 GiB
+    in 12)."""
+    cap = _abc_room(n) if cap is None else cap
     return _abc_split(plan.buffers, cap)[1] if abc_scratch else plan.scratch_bytes
 
 
