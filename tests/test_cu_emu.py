@@ -813,8 +813,10 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
 def test_cuda_stages_h_buffers_auto(fake, monkeypatch):
     """``h_buffers="auto"`` (the default): a streamed key's partitions take the most of 4, 3, 2
     buffers with which the key's tables, its slots at their floor (here the forced
-    ``stream_chunk``) and one partition (``partition_bytes``) fit what the budget leaves; 4
-    without a budget, and 4 whatever the budget without ``abc_scratch``; a resident key 4."""
+    ``stream_chunk``) and one partition (``partition_bytes``) fit what the budget leaves; asked
+    for two partitions in flight, the most buffers that fit two (slots of
+    ``STREAM_CHUNK_SHARED``) before any that fit one; 4 without a budget, and 4 whatever the
+    budget without ``abc_scratch``; a resident key 4."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -839,6 +841,17 @@ def test_cuda_stages_h_buffers_auto(fake, monkeypatch):
         key = st.load_key(pk, budget=budget, where="host")
         assert key.h_buffers == want, total
         assert key.nbytes == key_bytes
+        key.release()
+    # two partitions in flight (the engine's workers) come first: slots of STREAM_CHUNK_SHARED
+    # each, then the most buffers that keep them
+    from cuzk._stages._cuda import STREAM_CHUNK_SHARED
+    tables = key_bytes - STREAM_SLOTS * _align(chunk)
+
+    def floor2(hbuf):
+        return tables + STREAM_SLOTS * STREAM_CHUNK_SHARED + 2 * partition_bytes(n, _abc_room(n, hbuf), hbuf)
+    for total, want in ((floor2(4), 4), (floor2(4) - 1, 3), (floor2(3) - 1, 2), (floor2(2) - 1, 4)):
+        key = st.load_key(pk, budget=Budget(total, "card"), where="host", partitions=2)
+        assert key.h_buffers == want, total
         key.release()
     no_abc = CudaStages(threads=1, b_g2="gpu", stream_chunk=chunk, abc_scratch=False)
     key = no_abc.load_key(pk, budget=Budget(floor(2), "card"), where="host")

@@ -882,9 +882,10 @@ class CudaStages(CpuStages):
         need a fourth), h in a's, the MSMs' scratch in the other two (2^27: 4 GiB less).  2: a's
         and b's (``h_stage_ab``), c uploaded into a's once A~ is spent (n·32 bytes more through
         the bus, 4.3 GB at 2^27, while the H NTT waits for it), the MSMs' scratch in b's (8 GiB
-        less: a 2^27 partition on a 16 GB card).  "auto" (default): the most of 4, 3, 2 with which
-        one partition and the key's slots (``STREAM_CHUNK_MIN`` each) fit the budget, so a card
-        that 4 buffers fit keeps the measured path.  The same bytes in every case.
+        less: a 2^27 partition on a 16 GB card).  "auto" (default): the most of 4, 3, 2 that keeps
+        the most partitions in flight (the engine's workers; ``_streamed_buffers``): one 2^27
+        partition on a 16 GB card with 2, two on a 32 GB card with 2 (3 from ~31 GiB, 4 from
+        ~40), and where 4 buffers keep as many in flight, 4.  The same bytes in every case.
     """
 
     name = "cuda"
@@ -970,7 +971,7 @@ class CudaStages(CpuStages):
 
         def room_of(hbuf):      # with H in a's buffer, the MSMs' scratch is the rest (``_abc_room``)
             return _abc_room(pk.domain_size, hbuf) if hbuf < 4 and room4 else room4
-        hbuf = self._streamed_buffers(pk, budget, room_of, deep_streamed)
+        hbuf = self._streamed_buffers(pk, budget, room_of, deep_streamed, partitions)
         room = room_of(hbuf)
         if where == "auto" and budget is not None and budget.total is not None:
             whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
@@ -1002,15 +1003,23 @@ class CudaStages(CpuStages):
                            partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head,
                            h_buffers=hbuf)
 
-    def _streamed_buffers(self, pk, budget, room_of, deep):
+    def _streamed_buffers(self, pk, budget, room_of, deep, partitions=1):
         """How many buffers of n field elements partitions of ``pk`` compute H in if it is
         streamed (``h_buffers``): 4 without ``abc_scratch`` (H in a, b, c's buffer needs it) or
         under ``split_side`` with two streams (H's MSM beside the tails: they share that buffer);
-        else the option, or for "auto" the most of 4, 3, 2 with which the key's tables and
-        slots at their floor (``stream_chunk`` or ``STREAM_CHUNK_MIN``, or the largest query
-        where that is less) and one partition (``partition_bytes``, ``room_of(hbuf)``: the tails'
-        room in a, b, c's buffer) fit what the budget leaves beside its resident keys; 2 when none
-        does (its reservation then says by how much).  ``deep``: the key's tables are deep."""
+        else the option, or for "auto" the most of 4, 3, 2 that keeps the most partitions in
+        flight, up to ``partitions`` (the engine's workers), beside the key wholly streamed, as
+        ``stream_plan`` counts them: its tables, its slots at their floor (for one partition
+        ``stream_chunk`` or ``STREAM_CHUNK_MIN``, or the largest query where that is less; for
+        more ``STREAM_CHUNK_SHARED``) and the partitions (``partition_bytes``; ``room_of(hbuf)``:
+        the tails' room in a, b, c's buffer) within what the budget leaves beside its resident
+        keys; 2 when not even one fits (its reservation then says by how much).  ``deep``: the
+        key's tables are deep.
+
+        Why partitions first: on the H200 at 2^27 two partitions in flight took 17.17 s per 10
+        in 48 GiB against 19.98 one at a time in 40 (bench/RESULTS.md session 27), while two H
+        buffers instead of four cost c's upload (~80 ms per partition there) and three in-place
+        bit-reversals: a 32 GB card's budget (~30 GiB) holds two partitions only with two."""
         if not self.abc_scratch or (self.split_side and self.streams == 2):
             return 4
         if self.h_buffers != "auto":
@@ -1019,13 +1028,15 @@ class CudaStages(CpuStages):
             return 4
         from .. import _cuda_ntt
         n = pk.domain_size
+        tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
         floor = STREAM_CHUNK_MIN if self.stream_chunk is None else self.stream_chunk
-        slot = _align(min(floor, max(_query_bytes(pk, q) for q in QUERIES)))
-        key = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep)) + self.stream_slots * slot
+        slot1 = _align(min(floor, max(_query_bytes(pk, q) for q in QUERIES)))
         left = budget.total - budget.lasting
-        for hbuf in (4, 3):
-            if key + partition_bytes(n, room_of(hbuf), hbuf) <= left:
-                return hbuf
+        for p in range(max(1, int(partitions)), 0, -1):
+            slot = slot1 if p == 1 else STREAM_CHUNK_SHARED
+            for hbuf in (4, 3, 2):
+                if tables + self.stream_slots * slot + p * partition_bytes(n, room_of(hbuf), hbuf) <= left:
+                    return hbuf
         return 2
 
     def _room_beside_h(self, pk):
