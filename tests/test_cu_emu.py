@@ -15,6 +15,7 @@ No compiler, or one that cannot build the harness's platform probe (C++20,
 it means the kernel sources (or the harness) are broken.
 """
 
+import logging
 import random
 import threading
 import time
@@ -810,7 +811,7 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
     assert uploaded[(3, "host")] == uploaded[(4, "host")]
 
 
-def test_cuda_stages_h_buffers_auto(fake, monkeypatch):
+def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
     """``h_buffers="auto"`` (the default): a streamed key's partitions take the most of 4, 3, 2
     buffers with which the key's tables, its slots at their floor (here the forced
     ``stream_chunk``) and one partition (``partition_bytes``) fit what the budget leaves; asked
@@ -838,9 +839,14 @@ def test_cuda_stages_h_buffers_auto(fake, monkeypatch):
     for total, want in ((None, 4), (floor(4), 4), (floor(4) - 1, 3), (floor(3), 3), (floor(3) - 1, 2),
                         (floor(2), 2), (key_bytes, 2)):
         budget = Budget(total, "card")
-        key = st.load_key(pk, budget=budget, where="host")
+        with caplog.at_level(logging.WARNING, logger="cuzk"):
+            caplog.clear()
+            key = st.load_key(pk, budget=budget, where="host")
         assert key.h_buffers == want, total
         assert key.nbytes == key_bytes
+        # said once at load when not even two buffers fit one partition
+        assert any("will fail with BudgetError" in r.getMessage() for r in caplog.records) == (
+            total is not None and total < floor(2))
         key.release()
     # two partitions in flight (the engine's workers) come first: slots of STREAM_CHUNK_SHARED
     # each, then the most buffers that keep them

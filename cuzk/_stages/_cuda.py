@@ -1037,6 +1037,11 @@ class CudaStages(CpuStages):
             for hbuf in (4, 3, 2):
                 if tables + self.stream_slots * slot + p * partition_bytes(n, room_of(hbuf), hbuf) <= left:
                     return hbuf
+        need = tables + self.stream_slots * slot1 + partition_bytes(n, room_of(2), 2)
+        log.warning("key of domain 2^%d: %s leaves %.2f GiB beside its resident keys, and one "
+                    "partition streamed with H in two buffers needs ~%.2f GiB with the key's "
+                    "tables and slots: its partitions will fail with BudgetError", n.bit_length() - 1,
+                    budget.name, left / (1 << 30), need / (1 << 30))
         return 2
 
     def _room_beside_h(self, pk):
@@ -1372,7 +1377,8 @@ class CudaStages(CpuStages):
         if not self.abc_scratch or not set(order) <= set(names):
             return {}
         size = _FR * part.n
-        buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, len(order) * size, stream)
+        buf = part.dev["abc"] = timed(part.timings, "stage:alloc", self.pool.alloc, len(order) * size,
+                                      stream)
         return {q: _Region(buf.ptr + i * size, size) for i, q in enumerate(order)}
 
     def _h_scratch_pool(self, part):
@@ -1381,7 +1387,8 @@ class CudaStages(CpuStages):
         the pool for the rest."""
         if "abc" in part.dev:
             room = _abc_room(part.n, part.hbuf)
-            return _Arena(part.dev["abc"].ptr + _abc_elems(part.hbuf) * _FR * part.n - room, room, self.pool)
+            top = part.dev["abc"].ptr + _abc_elems(part.hbuf) * _FR * part.n
+            return _Arena(top - room, room, self.pool)
         return self.pool
 
     def _side_arena(self, part, start):
@@ -1510,10 +1517,11 @@ class CudaStages(CpuStages):
         the worker's pinned ring, on its upload stream once the compute stream has enqueued its
         last read of A~ there (``h_stage_ab`` step "b"); returns an event after the upload.  The
         ring's slots turn over only as the copies run, so this returns about when the H NTT's
-        first steps are done: the rest of the region is enqueued while the last chunks copy."""
+        first steps are done: the rest of the region is enqueued while the last chunks copy
+        (``part.timings["region:put_c"]``: the host's time in it, not an upload time)."""
         ctx, nb = part.ctx, part.n * _FR
         ctx.upload.wait_event(ctx.event(ctx.compute))
-        timed(part.timings, "stage:put", ctx.staging.put, part.dev["a"].ptr,
+        timed(part.timings, "region:put_c", ctx.staging.put, part.dev["a"].ptr,
               np.ascontiguousarray(part.asg.c), nb, ctx.upload, ctx.threads)
         part.bytes_uploaded += nb
         return ctx.event(ctx.upload)
