@@ -794,10 +794,11 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
                         3: [("h_stage_inplace", ("a",)), ("h_stage_abc", ("rest",))],
                         2: [("h_stage_ab", ("a",)), ("h_stage_ab", ("b",)), ("h_stage_ab", ("c",))]}
                 assert calls == want[used], (hbuf, where)
-                if used == 2:   # c's upload after step "b" on the compute stream; step "c" after it
-                    assert any(sw is ctx.upload and ev.recorded == (ctx.compute, after_b[-1])
+                if used == 2:   # c's upload (on the side stream, not behind the slot fills)
+                    # after step "b" on the compute stream; step "c" after it
+                    assert any(sw is ctx.side and ev.recorded == (ctx.compute, after_b[-1])
                                for sw, ev in fake.waits)
-                    assert ready_c[-1].recorded[0] is ctx.upload
+                    assert ready_c[-1].recorded[0] is ctx.side
                 assert st.finish(part) == prove(pk, asg, 21 + i, 22, backend="cpu"), (hbuf, where, i)
             key.release()
             ctx.close()

@@ -220,7 +220,8 @@ class _Ring:
 class CudaContext(StageContext):
     """A worker's CUDA objects: compute, side and upload streams, pinned staging and result
     memory.  ``side`` carries the batch additions and tail MSMs beside the H NTT and H MSM on
-    ``compute`` when the stages run with ``streams=2``."""
+    ``compute`` when the stages run with ``streams=2`` (a resident key), and c's upload of a
+    streamed key's partition with two H buffers (``CudaStages._upload_c``)."""
 
     def __init__(self, stages, budget=None, threads=None, name="w0"):
         super().__init__(stages, budget, threads, name)
@@ -1513,18 +1514,22 @@ class CudaStages(CpuStages):
 
     @staticmethod
     def _upload_c(part):
-        """With two H buffers (``h_buffers=2``): c (zero-padded to n rows) into a's region through
-        the worker's pinned ring, on its upload stream once the compute stream has enqueued its
-        last read of A~ there (``h_stage_ab`` step "b"); returns an event after the upload.  The
-        ring's slots turn over only as the copies run, so this returns about when the H NTT's
-        first steps are done: the rest of the region is enqueued while the last chunks copy
+        """With two H buffers (``h_buffers=2``, a streamed key): c (zero-padded to n rows) into
+        a's region through the worker's pinned ring, once the compute stream has enqueued its last
+        read of A~ there (``h_stage_ab`` step "b"); returns an event after the upload.  On the
+        worker's side stream, which a streamed key's partition leaves idle (its reductions run on
+        the compute stream): on the upload stream c would queue behind the first slot fills
+        (``_Bases``), which wait for the previous partition's last kernels on those slots, and
+        hold this partition's H NTT until that partition's region ends.  The ring's slots turn
+        over only as the copies run, so this returns about when the H NTT's first steps are done:
+        the rest of the region is enqueued while the last chunks copy
         (``part.timings["region:put_c"]``: the host's time in it, not an upload time)."""
         ctx, nb = part.ctx, part.n * _FR
-        ctx.upload.wait_event(ctx.event(ctx.compute))
+        ctx.side.wait_event(ctx.event(ctx.compute))
         timed(part.timings, "region:put_c", ctx.staging.put, part.dev["a"].ptr,
-              np.ascontiguousarray(part.asg.c), nb, ctx.upload, ctx.threads)
+              np.ascontiguousarray(part.asg.c), nb, ctx.side, ctx.threads)
         part.bytes_uploaded += nb
-        return ctx.event(ctx.upload)
+        return ctx.event(ctx.side)
 
     def _enqueue_rest(self, part, bases, wait=False):
         """The reductions after H's (``part.plans[1:]``), then the partition's device buffers
