@@ -33,8 +33,8 @@ import numpy as np
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MAX_LOG_SIZE", "R_MODULUS", "COSET_GENERATOR", "ntt", "ntt_device", "h_stage",
-           "h_stage_device", "h_stage_inplace", "h_stage_abc", "snarkjs_h", "release", "pass_plan",
-           "h_consts"]
+           "h_stage_device", "h_stage_inplace", "h_stage_abc", "h_stage_ab", "snarkjs_h", "release",
+           "pass_plan", "h_consts"]
 
 from ._constants import FR_GENERATOR as COSET_GENERATOR, FR_MODULUS as R_MODULUS  # noqa: E402
 from ._constants import fr_root_of_unity, fr_to_mont_int as _mont  # noqa: E402

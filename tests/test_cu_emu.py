@@ -158,6 +158,15 @@ def cpu_h_ref(a, b, c):
     return ra
 
 
+def _h_through(gpu, rng, a, b, run):
+    """(state, stream, result) of ``run(st, comp, lg_n, bufs, h, events)`` over a, b and a
+    random c uploaded by ``_h_upload_and_run``; the result buffer ``run`` returns, downloaded."""
+    st, n = gpu._state(None), a.shape[0]
+    comp = st.streams()[0]
+    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    return st, comp, got
+
+
 def assert_same(got, want, what):
     bad = np.flatnonzero((got != want).any(axis=1))
     assert bad.size == 0, f"{what}: {bad.size} of {len(want)} elements differ, first at {bad[:8].tolist()}"
@@ -328,9 +337,7 @@ def test_h_stage_c_from_ab(gpu, rng, lg):
             st.h_passes(comp, lg_n, bufs[0], bufs[1], bufs[2], h, events, c_from_ab=True, steps=(step,))
         return h
 
-    st = gpu._state(None)
-    comp = st.streams()[0]
-    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    st, comp, got = _h_through(gpu, rng, a, b, run)
     assert_same(got, want, f"H (c = a∘b) 2^{lg}")
 
 
@@ -355,9 +362,7 @@ def test_h_stage_abc_three_buffers(gpu, monkeypatch, rng, lg, deep, tile):
                             ready=events[:2], deep=deep)
         return bufs[0]
 
-    st = gpu._state(None)
-    comp = st.streams()[0]
-    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    st, comp, got = _h_through(gpu, rng, a, b, run)
     assert_same(got, want, f"H in three buffers 2^{lg} deep={deep}")
     d = gpu._driver()
     buf = st.pool.alloc(n * 32, comp)
@@ -394,9 +399,7 @@ def test_h_stage_ab_two_buffers(gpu, monkeypatch, rng, lg, deep, tile):
         assert np.array_equal(gpu._download(st, comp, bufs[2], n), junk)
         return bufs[0]
 
-    st = gpu._state(None)
-    comp = st.streams()[0]
-    got = gpu._download(st, comp, gpu._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
+    st, comp, got = _h_through(gpu, rng, a, b, run)
     assert_same(got, want, f"H in two buffers 2^{lg} deep={deep}")
     with pytest.raises(ValueError, match="step"):
         st.h_passes_ab(comp, lg, 0, 0, "rest")

@@ -300,34 +300,12 @@ def test_h_stage_deep_tables_equal_full_large(lg, rng):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
+@pytest.mark.parametrize("buffers", [3, 2])
 @pytest.mark.parametrize("lg,deep", [(12, False), (20, True), (23, True)])
-def test_h_stage_abc_equals_four_buffers(lg, deep, rng):
+def test_h_stage_in_fewer_buffers_equals_four(buffers, lg, deep, rng):
     """H of a satisfied assignment (c = a∘b) in three buffers (``h_stage_abc``: in-place
-    bit-reversals, h in a's buffer) == the four-buffer H stage's coefficients."""
-    from cuzk._native import _field
-    n = 1 << lg
-    a, b = rand_fr(rng, n), rand_fr(rng, n)
-    want = G.h_stage(a, b, _field.mul(a, b, "fr"))
-
-    def run(st, comp, lg_n, bufs, h, events):
-        for step in ("a", "rest"):
-            G.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,), ready=events[:2],
-                          deep=deep)
-        return bufs[0]
-
-    st = G._state(None)
-    comp = st.streams()[0]
-    got = G._download(st, comp, G._h_upload_and_run([a, b, rand_fr(rng, n)], None, comp, run), n)
-    assert np.array_equal(got, want)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_WHY}")
-@pytest.mark.parametrize("lg,deep", [(12, False), (20, True), (23, True)])
-def test_h_stage_ab_equals_four_buffers(lg, deep, rng):
-    """H of a satisfied assignment (c = a∘b) in two buffers (``h_stage_ab``: c copied into a's
-    between steps "b" and "c", as the stages upload it) == the four-buffer H stage's
-    coefficients."""
+    bit-reversals, h in a's buffer) or in two (``h_stage_ab``: c copied into a's between steps
+    "b" and "c", as the stages upload it) == the four-buffer H stage's coefficients."""
     from cuzk._native import _field
     n = 1 << lg
     a, b = rand_fr(rng, n), rand_fr(rng, n)
@@ -336,10 +314,15 @@ def test_h_stage_ab_equals_four_buffers(lg, deep, rng):
     d = G._driver()
 
     def run(st, comp, lg_n, bufs, h, events):
-        G.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("a", "b"), ready=events, deep=deep)
-        d.copy_htod(bufs[0], c, n * 32, comp)
-        G.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("c",), deep=deep)
-        comp.synchronize()      # c's host array outlives the copy
+        if buffers == 3:
+            for step in ("a", "rest"):
+                G.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,),
+                              ready=events[:2], deep=deep)
+        else:
+            G.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("a", "b"), ready=events, deep=deep)
+            d.copy_htod(bufs[0], c, n * 32, comp)
+            G.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("c",), deep=deep)
+            comp.synchronize()      # c's host array outlives the copy
         return bufs[0]
 
     st = G._state(None)

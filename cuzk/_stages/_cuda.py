@@ -1036,7 +1036,7 @@ class CudaStages(CpuStages):
         for p in range(max(1, int(partitions)), 0, -1):
             slot = slot1 if p == 1 else STREAM_CHUNK_SHARED
             for hbuf in (4, 3, 2):
-                if tables + self.stream_slots * slot + p * partition_bytes(n, room_of(hbuf), hbuf) <= left:
+                if _slot_share(n, left, tables, self.stream_slots, p, room_of(hbuf), hbuf) >= slot:
                     return hbuf
         need = tables + self.stream_slots * slot1 + partition_bytes(n, room_of(2), 2)
         log.warning("key of domain 2^%d: %s leaves %.2f GiB beside its resident keys, and one "
@@ -1506,7 +1506,7 @@ class CudaStages(CpuStages):
                                  ready=(None, None, self._upload_c(part)), deep=deep)
         else:
             _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
-                                      stream=s, c_from_ab=True, steps=("rest",), deep=part.key.deep_tables)
+                                      stream=s, c_from_ab=True, steps=("rest",), deep=deep)
         marks = part.gpu_marks
         part.h_ntt = ctx.event(s, timing=True)          # a, b, c's buffer is dead from here
         marks.append(("h_ntt", part.h_ntt))
@@ -1926,7 +1926,7 @@ def _abc_room(n, h_buffers=4):
     """Bytes of a, b, c's buffer (``_abc_elems`` · n field elements) free for MSM scratch once H
     is computed: all of it with 4 H buffers (H's output apart), else all but a's region at the
     bottom, where h lands (``CudaStages(h_buffers=...)``)."""
-    return (_abc_elems(h_buffers) - (h_buffers < 4)) * n * _FR
+    return (3 if h_buffers == 4 else h_buffers - 1) * n * _FR
 
 
 def _heads(part):
