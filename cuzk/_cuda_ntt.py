@@ -393,12 +393,14 @@ class _DeviceState(DeviceState):
         self._v_in_place(stream, lg_n, d_c, d_b, tabs)            # d_c <- n·iNTT_w(A~·B~·K[3])
         self._u_plus(stream, lg_n, d_a, d_c, tabs)                # h = U + d_c in d_a
 
-    def h_passes_ab(self, stream, lg_n, d_a, d_b, step, ready=None, deep=False):
+    def h_passes_ab(self, stream, lg_n, d_a, d_b, step, ready=None, deep=False, a_spent=None):
         """One step of the H stage of a satisfied assignment (c = a∘b) in a's and b's two
         buffers, with c uploaded into a's between steps "b" and "c"; h lands in d_a, and d_b is
         dead after "c".  ``ready``: an event to wait for first.
           "a": A~ in place in d_a (bit-reversal, the inverse passes ungathered, NTT_w);
-          "b": B~ in place in d_b, then d_b <- n·iNTT_w(A~·B~·K[3]) in place: d_a is dead after;
+          "b": B~ in place in d_b, then d_b <- n·iNTT_w(A~·B~·K[3]) in place, the product in its
+               first pass: d_a is dead after that pass, and ``a_spent`` (a callable, or None) is
+               called once it is enqueued on ``stream``, before the transform's other passes;
           "c": with c in d_a (natural order), d_a <- bit-reversal, n·iNTT(c)·K[5] + d_b (U of
                ``h_passes``, from c for a∘b).
         The same field elements as ``h_passes`` for a satisfied assignment, in n field elements
@@ -412,7 +414,7 @@ class _DeviceState(DeviceState):
             self._coset_in_place(stream, lg_n, d_a, tabs)          # A~ in d_a
         elif step == "b":
             self._coset_in_place(stream, lg_n, d_b, tabs)          # B~ in d_b
-            self._v_in_place(stream, lg_n, d_b, d_a, tabs)        # d_b <- n·iNTT_w(A~·B~·K[3])
+            self._v_in_place(stream, lg_n, d_b, d_a, tabs, a_spent)  # d_b <- n·iNTT_w(A~·B~·K[3])
         else:
             self._u_plus(stream, lg_n, d_a, d_b, tabs)            # h = U(c) + d_b in d_a
 
@@ -423,15 +425,19 @@ class _DeviceState(DeviceState):
         self._bitrev(stream, lg_n, d)
         self.to_coset_w(stream, lg_n, d, d, zi, zwf, fd, gathered=False)
 
-    def _v_in_place(self, stream, lg_n, d, d_other, tabs):
+    def _v_in_place(self, stream, lg_n, d, d_other, tabs, other_spent=None):
         """d <- n·iNTT_w(d·d_other·K[3]) in place (both coset values, bit-reversed): the product
-        fused into the first inverse pass; the inverse w twiddles are the forward ones mirrored
-        (F_MIRROR_INV) unless a winv table was built (``_h_tables``)."""
+        fused into the first inverse pass, the only one that reads d_other (``other_spent``, if
+        given, is called once that pass is enqueued); the inverse w twiddles are the forward ones
+        mirrored (F_MIRROR_INV) unless a winv table was built (``_h_tables``)."""
         fd, _, _, zwi, mirror = tabs
         k = self.consts(lg_n, stream)
         for j, (S, LC, lo) in enumerate(reversed(pass_plan(lg_n))):
             flags = F_INV | mirror | fd | (F_PRODUCT if j == 0 else 0)
-            self.launch_pass(stream, lg_n, S, LC, lo, flags, d, d, d_b=d_other, zinv=zwi, k=k)
+            self.launch_pass(stream, lg_n, S, LC, lo, flags, d, d, d_b=d_other if j == 0 else 0,
+                             zinv=zwi, k=k)
+            if j == 0 and other_spent is not None:
+                other_spent()
 
     def _u_plus(self, stream, lg_n, d, d_v, tabs):
         """d <- n·iNTT(d)·K[5] + d_v in place (d: a∘b's or c's values, natural order; K[5] =
@@ -694,19 +700,21 @@ def h_stage_abc(d_a, d_b, d_c, n, device=None, stream=None, steps=("a", "rest"),
 
 
 def h_stage_ab(d_a, d_b, n, device=None, stream=None, steps=("a", "b", "c"), ready=(None, None, None),
-               deep=False):
+               deep=False, a_spent=None):
     """The H polynomial of a satisfied assignment (c = a∘b) in a's and b's two buffers: its
     coefficients land in ``d_a`` (``_DeviceState.h_passes_ab``).  Steps, in order, each after its
     event in ``ready`` (None: no wait): "a" (A~ in place in d_a: a uploaded), "b" (B~ in d_b,
-    then A~·B~'s transform in d_b: b uploaded; d_a is dead after it), "c" (c uploaded into d_a:
-    h in d_a).  So c is uploaded, into a's buffer once step "b" is enqueued and done, where
-    ``h_stage_abc`` computes a∘b in a third buffer."""
+    then A~·B~'s transform in d_b: b uploaded), "c" (c uploaded into d_a: h in d_a).  d_a is dead
+    from the first pass of step "b"'s inverse transform: ``a_spent`` (a callable) is called once
+    that pass is enqueued, so c's upload into d_a can wait for an event recorded there instead of
+    for the whole step, where ``h_stage_abc`` computes a∘b in a third buffer."""
     _check_size(n)
     st = _state(device)
     s = stream if stream is not None else st.streams()[0]
     for step, ev in zip(("a", "b", "c"), ready):
         if step in steps:
-            st.h_passes_ab(s, n.bit_length() - 1, d_a, d_b, step, ev, deep)
+            st.h_passes_ab(s, n.bit_length() - 1, d_a, d_b, step, ev, deep,
+                           a_spent if step == "b" else None)
 
 
 def _check_size(n):

@@ -377,9 +377,11 @@ def test_h_stage_abc_three_buffers(gpu, monkeypatch, rng, lg, deep, tile):
                                           (6, True, None), (12, False, None), (13, True, None),
                                           (12, True, 4), (15, True, 9)])
 def test_h_stage_ab_two_buffers(gpu, monkeypatch, rng, lg, deep, tile):
-    """H with c = a∘b in a's and b's two buffers (``h_stage_ab``): steps "a", "b", then c copied
-    into a's buffer (as the stages upload it, after step "b"), then "c": the CPU's H of (a, b, a∘b),
-    on full and deep tables, in b's buffer's company only (a third buffer is never touched)."""
+    """H with c = a∘b in a's and b's two buffers (``h_stage_ab``): steps "a", "b", with c copied
+    into a's buffer as soon as step "b" calls ``a_spent`` (as the stages upload it: the emulator
+    runs each launch as it is enqueued, so any later read of a's buffer would see c), then "c": the
+    CPU's H of (a, b, a∘b), on full and deep tables, in b's buffer's company only (a third buffer
+    is never touched)."""
     from cuzk._native import _field
     if tile is not None:
         monkeypatch.setattr(gpu, "_TILE_LOG_ENV", str(tile))
@@ -393,8 +395,10 @@ def test_h_stage_ab_two_buffers(gpu, monkeypatch, rng, lg, deep, tile):
         junk = rand_fr(rng, n)          # the third buffer: must not matter
         d.copy_htod(bufs[2], junk, n * 32, comp)
         gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("a",), ready=events, deep=deep)
-        gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("b",), ready=events, deep=deep)
-        d.copy_htod(bufs[0], c, n * 32, comp)
+        spent = []
+        gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("b",), ready=events, deep=deep,
+                       a_spent=lambda: spent.append(d.copy_htod(bufs[0], c, n * 32, comp)))
+        assert len(spent) == 1
         gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("c",), deep=deep)
         assert np.array_equal(gpu._download(st, comp, bufs[2], n), junk)
         return bufs[0]
@@ -756,22 +760,26 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
     from cuzk._stages._cuda import CudaStages, _abc_elems, partition_bytes
     from cuzk import _cuda_ntt
     _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(_cuda_ntt, "_TILE_LOG_ENV", "4")    # transforms of several passes
     r1cs, inputs, aux = porep_like(8, 12)
     pk = keygen_random(r1cs, seed=12)
     asg = r1cs.assignment(inputs, aux)
     n = pk.domain_size
     for hbuf in (3, 2):
         assert partition_bytes(n, 0, hbuf) == partition_bytes(n, 0) - (4 - hbuf) * n * 32
-    calls, after_b, ready_c = [], [], []
+    calls, spent_at, ready_c = [], [], []
     for name in ("h_stage_abc", "h_stage_ab", "h_stage_inplace"):
         def spy(*args, _f=getattr(_cuda_ntt, name), _name=name, **kw):
             calls.append((_name, kw.get("steps")))
             if kw.get("steps") == ("c",):
                 ready_c.append(kw["ready"][2])
-            out = _f(*args, **kw)
-            if kw.get("steps") == ("b",):
-                after_b.append(len(fake.launches))
-            return out
+            if kw.get("steps") == ("b",):    # the launches of step "b", and where A~ was last read
+                lo, a_ptr = len(fake.launches), args[0].ptr
+                out = _f(*args, **kw)
+                reads = [i for i in range(lo, len(fake.launches)) if a_ptr in fake.launches[i][4]]
+                spent_at.append(reads[-1] + 1)
+                return out
+            return _f(*args, **kw)
         monkeypatch.setattr(_cuda_ntt, name, spy)
     reserved, uploaded = {}, {}
     for hbuf in (4, 3, 2):
@@ -798,8 +806,9 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
                         2: [("h_stage_ab", ("a",)), ("h_stage_ab", ("b",)), ("h_stage_ab", ("c",))]}
                 assert calls == want[used], (hbuf, where)
                 if used == 2:   # c's upload (on the side stream, not behind the slot fills)
-                    # after step "b" on the compute stream; step "c" after it
-                    assert any(sw is ctx.side and ev.recorded == (ctx.compute, after_b[-1])
+                    # after step "b"'s last read of a's buffer on the compute stream (the product,
+                    # not the whole step); step "c" after it
+                    assert any(sw is ctx.side and ev.recorded == (ctx.compute, spent_at[-1])
                                for sw, ev in fake.waits)
                     assert ready_c[-1].recorded[0] is ctx.side
                 assert st.finish(part) == prove(pk, asg, 21 + i, 22, backend="cpu"), (hbuf, where, i)

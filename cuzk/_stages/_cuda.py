@@ -1499,11 +1499,12 @@ class CudaStages(CpuStages):
         if part.hbuf == 3:      # h into a's region, three buffers
             _cuda_ntt.h_stage_abc(dev["a"], dev["b"], dev["c"], part.n, device=self.device, stream=s,
                                   steps=("rest",), deep=deep)
-        elif part.hbuf == 2:    # two buffers: c into a's once step "b" has spent A~
+        elif part.hbuf == 2:    # two buffers: c into a's once step "b"'s product has spent A~
+            spent = []
             _cuda_ntt.h_stage_ab(dev["a"], dev["b"], part.n, device=self.device, stream=s, steps=("b",),
-                                 deep=deep)
+                                 deep=deep, a_spent=lambda: spent.append(ctx.event(s)))
             _cuda_ntt.h_stage_ab(dev["a"], dev["b"], part.n, device=self.device, stream=s, steps=("c",),
-                                 ready=(None, None, self._upload_c(part)), deep=deep)
+                                 ready=(None, None, self._upload_c(part, spent[0])), deep=deep)
         else:
             _cuda_ntt.h_stage_inplace(dev["a"], dev["b"], dev["c"], dev["h"], part.n, device=self.device,
                                       stream=s, c_from_ab=True, steps=("rest",), deep=deep)
@@ -1513,19 +1514,20 @@ class CudaStages(CpuStages):
         self._enqueue_reductions(part, bases, 0, _heads(part), s, marks)
 
     @staticmethod
-    def _upload_c(part):
+    def _upload_c(part, spent):
         """With two H buffers (``h_buffers=2``, a streamed key): c (zero-padded to n rows) into
-        a's region through the worker's pinned ring, once the compute stream has enqueued its last
-        read of A~ there (``h_stage_ab`` step "b"); returns an event after the upload.  On the
-        worker's side stream, which a streamed key's partition leaves idle (its reductions run on
-        the compute stream): on the upload stream c would queue behind the first slot fills
+        a's region through the worker's pinned ring, after event ``spent`` (recorded on the compute
+        stream after its last read of A~ there: the first pass of ``h_stage_ab`` step "b"'s inverse
+        transform, so the copy overlaps that transform's other passes); returns an event after the
+        upload.  On the worker's side stream, which a streamed key's partition leaves idle (its
+        reductions run on the compute stream): on the upload stream c would queue behind the first slot fills
         (``_Bases``), which wait for the previous partition's last kernels on those slots, and
         hold this partition's H NTT until that partition's region ends.  The ring's slots turn
         over only as the copies run, so this returns about when the H NTT's first steps are done:
         the rest of the region is enqueued while the last chunks copy
         (``part.timings["region:put_c"]``: the host's time in it, not an upload time)."""
         ctx, nb = part.ctx, part.n * _FR
-        ctx.side.wait_event(ctx.event(ctx.compute))
+        ctx.side.wait_event(spent)
         timed(part.timings, "region:put_c", ctx.staging.put, part.dev["a"].ptr,
               np.ascontiguousarray(part.asg.c), nb, ctx.side, ctx.threads)
         part.bytes_uploaded += nb
