@@ -825,32 +825,40 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
 
 
 def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
-    """``h_buffers="auto"`` (the default): a streamed key's partitions take the most of 4, 3, 2
-    buffers with which the key's tables, its slots at their floor (here the forced
-    ``stream_chunk``) and one partition (``partition_bytes``) fit what the budget leaves; asked
-    for two partitions in flight, the most buffers that fit two (slots of
-    ``STREAM_CHUNK_SHARED``) before any that fit one; 4 without a budget, and 4 whatever the
-    budget without ``abc_scratch``; a resident key 4."""
+    """``h_buffers="auto"`` (the default): a streamed key's partitions take 3 buffers where the
+    key's tables, its slots at their floor (here the forced ``stream_chunk``) and one partition
+    (``partition_bytes``) fit what the budget leaves, 4 only where four buffers still leave each
+    slot ``STREAM_CHUNK_MAX``, 2 only where three do not fit one partition (and a warning at load
+    where two do not either); asked for two partitions in flight, the buffers for two (slots of
+    ``STREAM_CHUNK_SHARED``) before one, but never two buffers to keep two in flight; 4 without a
+    budget, and 4 whatever the budget without ``abc_scratch``; a resident key 4."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
-    from cuzk._stages._cuda import (STREAM_SLOTS, CudaStages, _abc_room, _align, _tables_bytes,
-                                    partition_bytes)
+    from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_SLOTS, CudaStages, _abc_room, _align,
+                                    _tables_bytes, partition_bytes)
     from cuzk import _cuda_ntt
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 12)
     pk = keygen_random(r1cs, seed=12)
     n, lg = pk.domain_size, pk.domain_size.bit_length() - 1
     chunk = 64 * 192
-    key_bytes = _tables_bytes(n, _cuda_ntt.h_deep(lg, True)) + STREAM_SLOTS * _align(chunk)
+    tables = _tables_bytes(n, _cuda_ntt.h_deep(lg, True))
+    key_bytes = tables + STREAM_SLOTS * _align(chunk)
 
-    def floor(hbuf):        # the least budget in which "auto" takes hbuf buffers
-        return key_bytes + partition_bytes(n, _abc_room(n, hbuf), hbuf)
+    def parts(p, hbuf):
+        return p * partition_bytes(n, _abc_room(n, hbuf), hbuf)
+
+    def floor(hbuf):        # the least budget in which one partition with hbuf buffers fits
+        return key_bytes + parts(1, hbuf)
+
+    def roomy(p):           # the least budget in which four buffers leave slots of STREAM_CHUNK_MAX
+        return tables + STREAM_SLOTS * STREAM_CHUNK_MAX + parts(p, 4)
     assert floor(2) < floor(3) < floor(4)
     st = CudaStages(threads=1, b_g2="gpu", stream_chunk=chunk)
     assert st.h_buffers == "auto"
-    for total, want in ((None, 4), (floor(4), 4), (floor(4) - 1, 3), (floor(3), 3), (floor(3) - 1, 2),
-                        (floor(2), 2), (key_bytes, 2)):
+    for total, want in ((None, 4), (roomy(1), 4), (roomy(1) - 1, 3), (floor(4), 3), (floor(3), 3),
+                        (floor(3) - 1, 2), (floor(2), 2), (key_bytes, 2)):
         budget = Budget(total, "card")
         with caplog.at_level(logging.WARNING, logger="cuzk"):
             caplog.clear()
@@ -861,14 +869,14 @@ def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
         assert any("will fail with BudgetError" in r.getMessage() for r in caplog.records) == (
             total is not None and total < floor(2))
         key.release()
-    # two partitions in flight (the engine's workers) come first: slots of STREAM_CHUNK_SHARED
-    # each, then the most buffers that keep them
+    # two partitions in flight (the engine's workers): three buffers with slots of
+    # STREAM_CHUNK_SHARED each, else three for one; never two buffers for two in flight
     from cuzk._stages._cuda import STREAM_CHUNK_SHARED
-    tables = key_bytes - STREAM_SLOTS * _align(chunk)
 
     def floor2(hbuf):
-        return tables + STREAM_SLOTS * STREAM_CHUNK_SHARED + 2 * partition_bytes(n, _abc_room(n, hbuf), hbuf)
-    for total, want in ((floor2(4), 4), (floor2(4) - 1, 3), (floor2(3) - 1, 2), (floor2(2) - 1, 4)):
+        return tables + STREAM_SLOTS * STREAM_CHUNK_SHARED + parts(2, hbuf)
+    for total, want in ((roomy(2), 4), (roomy(2) - 1, 3), (floor2(4), 3), (floor2(3), 3),
+                        (floor2(3) - 1, 3), (floor2(2), 3)):
         key = st.load_key(pk, budget=Budget(total, "card"), where="host", partitions=2)
         assert key.h_buffers == want, total
         key.release()

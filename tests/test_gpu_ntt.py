@@ -315,7 +315,8 @@ def test_h_stage_in_fewer_buffers_equals_four(buffers, lg, deep, rng):
 
     def run(st, comp, lg_n, bufs, h, events):
         if buffers == 3:
-            for step in ("a", "rest"):
+            comp.wait_event(events[2])      # the third buffer's upload lands before step "a"
+            for step in ("a", "rest"):      # writes A~ there
                 G.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,),
                               ready=events[:2], deep=deep)
         else:
