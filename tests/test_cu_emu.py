@@ -829,9 +829,9 @@ def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
     key's tables, its slots at their floor (here the forced ``stream_chunk``) and one partition
     (``partition_bytes``) fit what the budget leaves, 4 only where four buffers still leave each
     slot ``STREAM_CHUNK_MAX``, 2 only where three do not fit one partition (and a warning at load
-    where two do not either); asked for two partitions in flight, the buffers for two (slots of
-    ``STREAM_CHUNK_SHARED``) before one, but never two buffers to keep two in flight; 4 without a
-    budget, and 4 whatever the budget without ``abc_scratch``; a resident key 4."""
+    where two do not either); asked for two partitions in flight, the buffers that keep two
+    (slots of ``STREAM_CHUNK_SHARED``; 3, else 2) before those for one; 4 without a budget, and 4
+    whatever the budget without ``abc_scratch``; a resident key 4."""
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
@@ -869,14 +869,14 @@ def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
         assert any("will fail with BudgetError" in r.getMessage() for r in caplog.records) == (
             total is not None and total < floor(2))
         key.release()
-    # two partitions in flight (the engine's workers): three buffers with slots of
-    # STREAM_CHUNK_SHARED each, else three for one; never two buffers for two in flight
+    # two partitions in flight (the engine's workers) first, slots of STREAM_CHUNK_SHARED each:
+    # with three buffers, else with two; then one
     from cuzk._stages._cuda import STREAM_CHUNK_SHARED
 
     def floor2(hbuf):
         return tables + STREAM_SLOTS * STREAM_CHUNK_SHARED + parts(2, hbuf)
     for total, want in ((roomy(2), 4), (roomy(2) - 1, 3), (floor2(4), 3), (floor2(3), 3),
-                        (floor2(3) - 1, 3), (floor2(2), 3)):
+                        (floor2(3) - 1, 2), (floor2(2), 2), (floor2(2) - 1, 3)):
         key = st.load_key(pk, budget=Budget(total, "card"), where="host", partitions=2)
         assert key.h_buffers == want, total
         key.release()

@@ -1010,20 +1010,20 @@ class CudaStages(CpuStages):
         under ``split_side`` with two streams (H's MSM beside the tails: they share that buffer);
         else the option, or for "auto", counted as ``stream_plan`` counts them (the key's tables,
         its slots, the partitions by ``partition_bytes``; ``room_of(hbuf)``: the tails' room in
-        a, b, c's buffer; within what the budget leaves beside its resident keys): 3 with the most
-        partitions in flight, up to ``partitions`` (the engine's workers), that three buffers keep
-        at their slot floor (for one partition ``stream_chunk`` or ``STREAM_CHUNK_MIN``, or the
-        largest query where that is less; for more ``STREAM_CHUNK_SHARED``), or 4 where four
-        keep as many with slots of ``STREAM_CHUNK_MAX`` (the most a slot takes: a fourth buffer
-        then costs the slots nothing); 2 only when three cannot hold even one partition (and a
-        warning at load when two cannot either: its reservation then says by how much).
-        ``deep``: the key's tables are deep.
+        a, b, c's buffer; within what the budget leaves beside its resident keys): for the most
+        partitions in flight, up to ``partitions`` (the engine's workers), that 3 or 2 buffers
+        keep with slots at their floor (for one partition ``stream_chunk`` or
+        ``STREAM_CHUNK_MIN``, or the largest query where that is less; for more
+        ``STREAM_CHUNK_SHARED``), 3 if it keeps them (4 where four keep them with slots of
+        ``STREAM_CHUNK_MAX``, the most a slot takes: a fourth buffer then costs the slots
+        nothing), else 2; 2 (and a warning at load) when not even one fits: its reservation then
+        says by how much.  ``deep``: the key's tables are deep.
 
-        Why (bench/RESULTS.md session 30, the H200 at 2^27): in 22 GiB the region took 1.60 s
-        with three buffers (2.65 GB slots) against 1.90 with four (1.22 GB slots) and 1.98 with
-        two (4.08 GB slots), where c's upload held the H NTT ~0.39 s (the host's staging of c,
-        ~7 GB/s, not the bus); in 30 GiB two workers with two buffers, two in flight, took 22.2 s
-        per 10 partitions against 21.2 taking turns with four."""
+        Why (bench/RESULTS.md session 30, the H200 at 2^27): one partition in 22 GiB took a
+        region of 1.60 s with three buffers (2.65 GB slots), 1.90 with four (1.22 GB slots) and
+        1.98 with two (4.08 GB slots: c's upload held the H NTT ~0.39 s, bound by the host's
+        staging of c, not the bus); two workers in 30 GiB, steady, 16.77 s per 10 partitions with
+        two buffers and two in flight against 18.22 taking turns with three (the same run)."""
         if not self.abc_scratch or (self.split_side and self.streams == 2):
             return 4
         if self.h_buffers != "auto":
@@ -1040,14 +1040,16 @@ class CudaStages(CpuStages):
         def share(p, hbuf):
             return _slot_share(n, left, tables, self.stream_slots, p, room_of(hbuf), hbuf)
         for p in range(max(1, int(partitions)), 0, -1):
-            if share(p, 3) >= (slot1 if p == 1 else STREAM_CHUNK_SHARED):
+            slot = slot1 if p == 1 else STREAM_CHUNK_SHARED
+            if share(p, 3) >= slot:
                 return 4 if share(p, 4) >= STREAM_CHUNK_MAX else 3
-        if share(1, 2) < slot1:
-            need = tables + self.stream_slots * slot1 + partition_bytes(n, room_of(2), 2)
-            log.warning("key of domain 2^%d: %s leaves %.2f GiB beside its resident keys, and one "
-                        "partition streamed with H in two buffers needs ~%.2f GiB with the key's "
-                        "tables and slots: its partitions will fail with BudgetError",
-                        n.bit_length() - 1, budget.name, left / (1 << 30), need / (1 << 30))
+            if share(p, 2) >= slot:
+                return 2
+        need = tables + self.stream_slots * slot1 + partition_bytes(n, room_of(2), 2)
+        log.warning("key of domain 2^%d: %s leaves %.2f GiB beside its resident keys, and one "
+                    "partition streamed with H in two buffers needs ~%.2f GiB with the key's "
+                    "tables and slots: its partitions will fail with BudgetError", n.bit_length() - 1,
+                    budget.name, left / (1 << 30), need / (1 << 30))
         return 2
 
     def _room_beside_h(self, pk):
