@@ -883,10 +883,10 @@ class CudaStages(CpuStages):
         need a fourth), h in a's, the MSMs' scratch in the other two (2^27: 4 GiB less).  2: a's
         and b's (``h_stage_ab``), c uploaded into a's once A~ is spent (n·32 bytes more through
         the bus, 4.3 GB at 2^27, while the H NTT waits for it), the MSMs' scratch in b's (8 GiB
-        less: a 2^27 partition on a 16 GB card).  "auto" (default): the most of 4, 3, 2 that keeps
-        the most partitions in flight (the engine's workers; ``_streamed_buffers``): one 2^27
-        partition on a 16 GB card with 2, two on a 32 GB card with 2 (3 from ~31 GiB, 4 from
-        ~40), and where 4 buffers keep as many in flight, 4.  The same bytes in every case.
+        less: a 2^27 partition on a 16 GB card).  "auto" (default): 3, or 2 where only two keep
+        the most partitions in flight (the engine's workers; ``_streamed_buffers``), 4 only
+        where four leave the slots at ``STREAM_CHUNK_MAX``: one 2^27 partition on a 16 GB card
+        with 2, two on a 32 GB card with 2 (with 3 from ~31 GiB).  The same bytes in every case.
     """
 
     name = "cuda"
