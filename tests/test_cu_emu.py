@@ -1130,7 +1130,9 @@ def test_cuda_stages_partition_that_never_fits_beside_its_key_fails_at_once(fake
     r1cs, inputs, aux = porep_like(6, 7)
     pk = keygen_random(r1cs, seed=7)
     asg = r1cs.assignment(inputs, aux)
-    st = CudaStages(threads=1, b_g2="gpu", early_h=False)
+    # four H buffers under both budgets ("auto" takes 3 in the small one, where at this toy size
+    # the MSMs' scratch outgrows the room above h: the probe's reservation would not be its own)
+    st = CudaStages(threads=1, b_g2="gpu", early_h=False, h_buffers=4)
     probe = Budget(None, "probe")
     key = st.load_key(pk, budget=probe, where="host")
     ctx = st.context(budget=probe)
