@@ -713,8 +713,7 @@ def h_stage_ab(d_a, d_b, n, device=None, stream=None, steps=("a", "b", "c"), rea
     s = stream if stream is not None else st.streams()[0]
     for step, ev in zip(("a", "b", "c"), ready):
         if step in steps:
-            st.h_passes_ab(s, n.bit_length() - 1, d_a, d_b, step, ev, deep,
-                           a_spent if step == "b" else None)
+            st.h_passes_ab(s, n.bit_length() - 1, d_a, d_b, step, ev, deep, a_spent)
 
 
 def _check_size(n):

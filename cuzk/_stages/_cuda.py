@@ -1379,9 +1379,7 @@ class CudaStages(CpuStages):
         (``part.dev["abc"]``, allocated on ``stream``) and their regions in it, by name; else
         {}.  The budget counts the same bytes either way (each is n field elements)."""
         names = [name for name, _, _ in uploads]
-        # with fewer than 4 H buffers a (then h) at the bottom: b's (and c's) above it, one range
-        # of scratch; with 4, c's at the bottom (the MSMs' scratch runs from the top down)
-        order = {4: ("c", "a", "b"), 3: ("a", "b", "c"), 2: ("a", "b")}[part.hbuf]
+        order = _ABC_ORDER[part.hbuf]
         if not self.abc_scratch or not set(order) <= set(names):
             return {}
         size = _FR * part.n
@@ -1394,10 +1392,13 @@ class CudaStages(CpuStages):
         at its top; ``abc_scratch``: the H NTT before it on the compute stream is their last use),
         the pool for the rest."""
         if "abc" in part.dev:
-            room = _abc_room(part.n, part.hbuf)
-            top = part.dev["abc"].ptr + _abc_elems(part.hbuf) * _FR * part.n
-            return _Arena(top - room, room, self.pool)
+            return self._abc_arena(part, _abc_room(part.n, part.hbuf))
         return self.pool
+
+    def _abc_arena(self, part, room):
+        """An ``_Arena`` of the top ``room`` bytes of a, b, c's buffer, the pool beyond it."""
+        top = part.dev["abc"].ptr + _abc_elems(part.hbuf) * part.n * _FR
+        return _Arena(top - room, room, self.pool)
 
     def _side_arena(self, part, start):
         """The ``_Arena`` of ``_side_room`` at the top of a, b, c's buffer for the reductions
@@ -1407,8 +1408,7 @@ class CudaStages(CpuStages):
         room = self._side_room(part)
         if room <= 0:
             return None
-        total = _abc_elems(part.hbuf) * part.n * _FR
-        return _Arena(part.dev["abc"].ptr + total - room, room, self.pool)
+        return self._abc_arena(part, room)
 
     def _concurrent(self, part):
         """Whether the reductions after H's run on the side stream (``streams=2``, H's bases on
@@ -1925,17 +1925,24 @@ def _tails_allowance(domain, room=0):
     return 2 * domain * _FR // 5 + max(0, 2 * domain * _FR // 5 - room)
 
 
+# The regions of a partition's a, b, c buffer, bottom up, by the buffers H is computed in
+# (``CudaStages(h_buffers=...)``): with 4 c's at the bottom (the MSMs' scratch runs from the top
+# down); with fewer a's (then h) at the bottom, b's (and c's) above it, one range of scratch; with
+# 2 no c region (``h_stage_ab``: c goes into a's).
+_ABC_ORDER = {4: ("c", "a", "b"), 3: ("a", "b", "c"), 2: ("a", "b")}
+
+
 def _abc_elems(h_buffers):
     """Field elements (in units of n) of a partition's a, b, c buffer when H is computed in
-    ``h_buffers`` buffers: a, b and c's 3, or a's and b's 2 (``h_stage_ab``: c goes into a's)."""
-    return min(h_buffers, 3)
+    ``h_buffers`` buffers (``_ABC_ORDER``)."""
+    return len(_ABC_ORDER[h_buffers])
 
 
 def _abc_room(n, h_buffers=4):
     """Bytes of a, b, c's buffer (``_abc_elems`` · n field elements) free for MSM scratch once H
     is computed: all of it with 4 H buffers (H's output apart), else all but a's region at the
-    bottom, where h lands (``CudaStages(h_buffers=...)``)."""
-    return (3 if h_buffers == 4 else h_buffers - 1) * n * _FR
+    bottom, where h lands."""
+    return (_abc_elems(h_buffers) - (h_buffers < 4)) * n * _FR
 
 
 def _heads(part):
