@@ -16,6 +16,7 @@ would page-locking the caller's arrays in place beat the ring once its cost is c
 import argparse
 import json
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -40,6 +41,8 @@ def main(argv=None):
     ap.add_argument("--threads", default="16,8,4", help="pool threads of the ring's copies")
     ap.add_argument("--chunk-mib", default="64", help="ring chunk sizes, MiB (comma list)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--beside", action="store_true",
+                    help="also page-lock and unlock while the GPU is busy and another thread enqueues")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     nbytes = int(a.gib * (1 << 30)) // 4096 * 4096
@@ -95,12 +98,73 @@ def main(argv=None):
     row("unregister", statistics.median(unreg_s))
     tot = statistics.median([x + y + z for x, y, z in zip(reg_s, dma_s, unreg_s)])
     row("register+dma+unreg", tot)
+    if a.beside:
+        _beside(d, st, dst, nbytes, a, rows)
     pin.close()
     dst.free(s)
     s.synchronize()
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"bytes": nbytes, "device": str(st.device), "rows": rows}, f, indent=1)
+
+
+def _beside(d, st, dst, nbytes, a, rows):
+    """Page-lock and unlock a fresh array (``CudaStages(c_upload="register")``'s calls, made in
+    one worker's prepare and finish) while a chain of device copies keeps the GPU busy (another
+    worker's region) and a second thread enqueues 1 MiB copies behind it, timing each enqueue.
+    Rows: the chain alone; register and unregister beside it; the other thread's enqueue
+    latency (median / max) with and without them.  Does either wait for the device, or stall
+    another thread's driver calls?"""
+    s2 = d.Stream(st.device)
+    half = nbytes // 2
+
+    def chain(k):
+        for _ in range(k):
+            d.copy_dtod(dst.ptr + half, dst.ptr, half, s2)
+    chain(4)
+    s2.synchronize()
+    t = time.perf_counter()
+    chain(64)
+    s2.synchronize()
+    per = (time.perf_counter() - t) / 64
+    k = max(8, int(1.5 / per))              # ~1.5 s of device work
+
+    def probe(pinning):
+        lat, stop = [], threading.Event()
+
+        def enqueue():
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                d.copy_dtod(dst.ptr + half, dst.ptr, 1 << 20, s2)
+                lat.append(time.perf_counter() - t0)
+                time.sleep(0.001)
+        fresh = np.ones(nbytes, dtype=np.uint8)
+        th = threading.Thread(target=enqueue)
+        t0 = time.perf_counter()
+        chain(k)
+        th.start()
+        time.sleep(0.05)
+        t1 = time.perf_counter()
+        reg = d.register_host(fresh, st.device) if pinning else None
+        t2 = time.perf_counter()
+        if reg is not None:
+            reg.close()
+        t3 = time.perf_counter()
+        time.sleep(0.05)
+        stop.set()
+        th.join()
+        s2.synchronize()
+        return dict(chain_s=time.perf_counter() - t0, register_s=t2 - t1, unregister_s=t3 - t2,
+                    lat_median_ms=statistics.median(lat) * 1e3, lat_max_ms=max(lat) * 1e3,
+                    enqueues=len(lat))
+    for pinning in (False, True, False, True):
+        r = probe(pinning)
+        r["path"] = "beside " + ("register" if pinning else "none")
+        rows.append(r)
+        print(f"{r['path']:<18} chain {r['chain_s'] * 1e3:7.1f} ms  register {r['register_s'] * 1e3:7.1f} ms"
+              f"  unregister {r['unregister_s'] * 1e3:7.1f} ms  other thread's enqueue median "
+              f"{r['lat_median_ms']:.3f} / max {r['lat_max_ms']:.2f} ms ({r['enqueues']})", flush=True)
+    s2.close()
 
 
 if __name__ == "__main__":

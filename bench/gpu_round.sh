@@ -300,6 +300,17 @@ for step in "${@:-all}"; do
       timeout 560 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 2 --config "precompute=1" \
         ${TIGHT27_CONFIGS:---config "where=host,budget_gib=20" --config "where=host,budget_gib=22" --config "where=host,budget_gib=22,h_buffers=3" --config "where=host,budget_gib=22,h_buffers=2" --config "where=host,budget_gib=13.6" --config "where=host,budget_gib=40" --config "where=host,budget_gib=40,h_tables=full"} \
         --json "$OUT/tight27.json" 2>&1 | tee "$OUT/tight27.log" | grep -v "^ " | tail -30 ;;
+    upbeside) # page-locking beside a busy GPU and another thread's enqueues (c_upload=register's calls), with the
+      # upload paths of 4 GiB (DMA, ring, register + DMA + unregister)
+      timeout 150 python3 bench/bench_upload.py --gib 4 --threads 16 --chunk-mib 16 --runs 3 --beside \
+        --json "$OUT/upbeside.json" 2>&1 | tee "$OUT/upbeside.log" | tail -12 ;;
+    cpin27) # one 2^27 partition on a streamed key with H in two buffers: c page-locked in place and copied by DMA
+      # in the region (c_upload=register, the default) against the worker's ring (session 30's path), at 13.6 and
+      # 22 GiB; 3 buffers at 22 GiB for reference; every proof verified
+      timeout 420 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 3 --config "where=host,budget_gib=13.6,c_upload=ring" \
+        --config "where=host,budget_gib=13.6" --config "where=host,budget_gib=22,h_buffers=2,c_upload=ring" \
+        --config "where=host,budget_gib=22,h_buffers=2" --config "where=host,budget_gib=22,h_buffers=3" \
+        --json "$OUT/cpin27.json" 2>&1 | tee "$OUT/cpin27.log" | grep -v "^ " | tail -30 ;;
     splitab) # a partly resident 2^27 key (deep tables: H, L, B resident in 80 GiB, A streamed) with its other
       # reductions on the side stream beside H's MSM (split_side=1) against one stream (the default), the engine
       # with two workers over 10 partitions, in 80 and 60 GiB (session 27, full tables, one stream: 15.59 / 16.36 s)

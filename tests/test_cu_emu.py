@@ -824,6 +824,88 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
     assert uploaded[(3, "host")] == uploaded[(4, "host")]
 
 
+@pytest.mark.parametrize("mode", ["register", "ring", "refused"])
+def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
+    """Stage option ``c_upload`` (two H buffers, c uploaded inside the region): "register" (the
+    default) page-locks c in place in ``prepare`` (``_HostPin``) and the region copies it by one
+    DMA from c's own address on the side stream (the zero rows up to n by a memset), nothing of
+    c through the ring; "ring" stages it through the worker's pinned ring; a refused
+    registration ("refused": the driver's CudaError) falls back to the ring, said once.  The
+    CPU's bytes every time; two partitions of the same c share one registration, and every
+    registration is gone once both finish."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._errors import CudaError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "_pin_refused", [])
+    r1cs, inputs, aux = porep_like(8, 12)
+    pk = keygen_random(r1cs, seed=12)
+    asg = r1cs.assignment(inputs, aux)
+    n = pk.domain_size
+    assert asg.c.shape[0] < n           # zero rows to pad on the device
+    c_addr = asg.c.ctypes.data
+    regs, copies, memsets, puts = [], [], [], []
+    real_reg, real_copy, real_set = fake.register_host, fake.copy_htod, fake.memset_d8
+
+    def register_host(obj, device=None):
+        if np.asarray(obj).ctypes.data != c_addr:       # the streamed key's queries
+            return real_reg(obj, device)
+        if mode == "refused":
+            raise CudaError("cuMemHostRegister", 712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")
+        reg = real_reg(obj, device)
+        regs.append(reg)
+        return reg
+
+    def copy_htod(dst, src, nbytes, stream):
+        if isinstance(src, int) and src == c_addr:
+            copies.append((stream, nbytes))
+        return real_copy(dst, src, nbytes, stream)
+
+    def memset_d8(ptr, value, nbytes, stream):
+        memsets.append((stream, nbytes))
+        return real_set(ptr, value, nbytes, stream)
+    monkeypatch.setattr(fake, "register_host", register_host)
+    monkeypatch.setattr(fake, "copy_htod", copy_htod)
+    monkeypatch.setattr(fake, "memset_d8", memset_d8)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_buffers=2,
+                    c_upload="ring" if mode == "ring" else "register")
+    budget = Budget(None, "big")
+    ctx = st.context(budget=budget)
+    real_put = ctx.staging.put
+    monkeypatch.setattr(ctx.staging, "put", lambda dst, src, *a, **kw: (
+        puts.append(np.asarray(src).ctypes.data), real_put(dst, src, *a, **kw))[1])
+    key = st.load_key(pk, budget=budget, where="host")
+    assert key.h_buffers == 2
+    caplog.set_level("INFO", logger="cuzk.stages")
+    parts = [st.prepare(key, asg, ctx, 31 + i, 32) for i in range(2)]   # both hold c's pin
+    if mode == "register":
+        assert len(regs) == 1 and len(sc._pins) == 1        # shared by the two partitions
+        assert all(p.c_pin.ptr == c_addr for p in parts) and "pin_c" in parts[0].timings
+    else:
+        assert not regs and not sc._pins and all(getattr(p, "c_pin", None) is None for p in parts)
+    for i, part in enumerate(parts):
+        st.run(part).synchronize()
+        assert st.finish(part) == prove(pk, asg, 31 + i, 32, backend="cpu"), (mode, i)
+    if mode == "register":      # one DMA from c itself per partition, the rest zeroed, no ring
+        assert copies == [(ctx.side, asg.c.nbytes)] * 2
+        assert (ctx.side, n * 32 - asg.c.nbytes) in memsets
+        assert c_addr not in puts
+    else:
+        assert not copies and puts.count(c_addr) == 2
+    assert not sc._pins and budget.used == key.nbytes
+    assert all(r._obj is None for r in regs)            # unregistered
+    said = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(said) == (1 if mode == "refused" else 0)
+    key.release()
+    ctx.close()
+    with pytest.raises(ValueError):
+        CudaStages(threads=1, c_upload="copy")
+
+
 def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
     """``h_buffers="auto"`` (the default): a streamed key's partitions take 3 buffers where the
     key's tables, its slots at their floor (here the forced ``stream_chunk``) and one partition

@@ -106,6 +106,11 @@ def h_buffers_arg(v):
 
 h_buffers_arg.__name__ = _h_buffers_choice.__name__
 
+#: How c reaches the device with two H buffers (``CudaStages(c_upload=...)``): page-locked in
+#: place and copied by DMA ("register"), or through the worker's pinned ring ("ring").
+C_UPLOADS = ("register", "ring")
+c_upload_arg = choice_arg("c_upload", C_UPLOADS)
+
 
 def precompute_arg(v):
     """A ``precompute`` stage option: ``"auto"`` or an int >= 1 (ValueError otherwise)."""

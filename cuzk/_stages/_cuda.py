@@ -41,8 +41,8 @@ from .._cuda_msm import G1_ONE_SET
 from .._cuda_pending import XYZZ_WORDS
 from .._errors import BudgetError
 from ._base import (DEFAULT_STREAMS, Partition, StageContext, check_randomizers, h_buffers_arg,
-                    h_tables_arg, key_where_arg, ones_kind_arg, precompute_arg, row_check_arg,
-                    streams_arg, timed)
+                    c_upload_arg, h_tables_arg, key_where_arg, ones_kind_arg, precompute_arg,
+                    row_check_arg, streams_arg, timed)
 from ._cpu import CpuStages, pow2_at_least
 
 __all__ = ["CudaStages", "ResidentKey", "StreamedKey", "CudaContext", "device_budget", "QUERIES",
@@ -100,6 +100,64 @@ def device_budget(device, total=None):
     size = max(0, int(device.total_mem) - _BUDGET_MARGIN) if total is None else total
     return memo(_budgets, _budgets_lock, (device.ordinal, device.context),
                 lambda: Budget(size, f"cuda:{device.ordinal}"))
+
+
+# Host arrays page-locked in place for partitions (``_HostPin``), by (address, bytes): two
+# partitions of the same array (a benchmark's) share one registration; the last release
+# unregisters it.
+_pins = {}
+_pins_lock = threading.Lock()
+_pin_refused = []        # logged once: the first refusal
+
+
+class _HostPin:
+    """A host array page-locked in place (cuMemHostRegister) for one partition's DMA: ``ptr``,
+    ``nbytes``; ``release()`` (idempotent) once no copy reads it any more.  ``pin`` returns
+    None where the driver refuses (e.g. the array shares a page with a range registered
+    already, such as a streamed key's queries): the caller then stages through its pinned ring.
+
+    Why in place (``CudaStages(c_upload="register")``): c's upload with two H buffers runs
+    inside the region while the H NTT waits for it, and through the ring it ran at the host
+    copy's ~7 GB/s (4.3 GB at 2^27: 0.58 s, bench/RESULTS.md session 30); from the array itself
+    it is a bare DMA (~53 GB/s), and registering costs ~0.15 s and unregistering ~0.09 s per
+    4 GiB outside the region (session 8's ``bench_upload.py``), with no second host copy (issue
+    8: host memory ≤ a, b, c + aux + 2 GiB per partition)."""
+
+    def __init__(self, key):
+        self.key, self.ptr, self.nbytes = key, key[0], key[1]
+
+    @classmethod
+    def pin(cls, arr, device):
+        from .._errors import CudaError
+        arr = np.ascontiguousarray(arr)
+        key = (int(arr.ctypes.data), int(arr.nbytes))
+        if key[1] == 0:
+            return None
+        with _pins_lock:
+            entry = _pins.get(key)
+            if entry is None:
+                try:
+                    reg = _driver().register_host(arr, device)
+                except CudaError as e:
+                    if not _pin_refused:
+                        _pin_refused.append(e)
+                        log.info("page-locking a partition's array in place was refused (%s): "
+                                 "it goes through the pinned ring (said once)", e)
+                    return None
+                entry = _pins[key] = [reg, 0]
+            entry[1] += 1
+        return cls(key)
+
+    def release(self):
+        key, self.key = self.key, None
+        if key is None:
+            return
+        with _pins_lock:
+            entry = _pins[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _pins[key]
+                entry[0].close()
 
 
 class _Pinned:
@@ -887,6 +945,13 @@ class CudaStages(CpuStages):
         the most partitions in flight (the engine's workers; ``_streamed_buffers``), 4 only
         where four leave the slots at ``STREAM_CHUNK_MAX``: one 2^27 partition on a 16 GB card
         with 2, two on a 32 GB card with 2 (with 3 from ~31 GiB).  The same bytes in every case.
+    c_upload : {"register", "ring"}
+        How c reaches a's buffer inside the region with two H buffers.  "register" (default):
+        c is page-locked in place during ``prepare`` (``_HostPin``; outside every lock and
+        region) and the region copies it by DMA alone, unregistered when the partition ends;
+        where the driver refuses, the ring.  "ring": through the worker's pinned ring (the CPU
+        copies c chunk by chunk while the H NTT waits: session 30's path; the stage option
+        ``c_upload=ring``).  The same bytes.
     """
 
     name = "cuda"
@@ -895,8 +960,9 @@ class CudaStages(CpuStages):
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
                  stream_slots=None, key_where="auto", h_tables="auto", split_side=False,
-                 h_buffers="auto"):
+                 h_buffers="auto", c_upload="register"):
         super().__init__(threads)
+        self.c_upload = c_upload_arg(c_upload)
         self.key_where = key_where_arg(key_where)
         self.h_tables = h_tables_arg(h_tables)
         self.split_side = bool(split_side)
@@ -1219,6 +1285,9 @@ class CudaStages(CpuStages):
         part.row_check = bool(check)
         part.rows_deferred = False
         part.bad_row = -1
+        if getattr(part.key, "h_buffers", 4) == 2 and self.c_upload == "register":
+            # c is uploaded inside the region (``_upload_c``): page-locked here, before every lock
+            part.c_pin = timed(part.timings, "pin_c", _HostPin.pin, part.asg.c, self.device)
 
     def _check_rows(self, part):
         """The deferred row check (``_validate``), called once the region is enqueued, so it runs
@@ -1523,20 +1592,28 @@ class CudaStages(CpuStages):
     @staticmethod
     def _upload_c(part, spent):
         """With two H buffers (``h_buffers=2``, a streamed key): c (zero-padded to n rows) into
-        a's region through the worker's pinned ring, after event ``spent`` (recorded on the compute
+        a's region, by DMA from c itself when ``_validate`` page-locked it (``c_upload``), else
+        through the worker's pinned ring, after event ``spent`` (recorded on the compute
         stream after its last read of A~ there: the first pass of ``h_stage_ab`` step "b"'s inverse
         transform, so the copy overlaps that transform's other passes); returns an event after the
         upload.  On the worker's side stream, which a streamed key's partition leaves idle (its
         reductions run on the compute stream): on the upload stream c would queue behind the first slot fills
         (``_Bases``), which wait for the previous partition's last kernels on those slots, and
-        hold this partition's H NTT until that partition's region ends.  The ring's slots turn
-        over only as the copies run, so this returns about when the H NTT's first steps are done:
-        the rest of the region is enqueued while the last chunks copy
+        hold this partition's H NTT until that partition's region ends.  Through the ring, whose
+        slots turn over only as the copies run, this returns about when the H NTT's first steps
+        are done: the rest of the region is enqueued while the last chunks copy
         (``part.timings["region:put_c"]``: the host's time in it, not an upload time)."""
         ctx, nb = part.ctx, part.n * _FR
         ctx.side.wait_event(spent)
-        timed(part.timings, "region:put_c", ctx.staging.put, part.dev["a"].ptr,
-              np.ascontiguousarray(part.asg.c), nb, ctx.side, ctx.threads)
+        pin, dst = getattr(part, "c_pin", None), part.dev["a"].ptr
+        if pin is not None:         # page-locked in ``_validate``: the DMA alone, zero rows after
+            d = _driver()
+            d.copy_htod(dst, pin.ptr, pin.nbytes, ctx.side)
+            if nb > pin.nbytes:
+                d.memset_d8(dst + pin.nbytes, 0, nb - pin.nbytes, ctx.side)
+        else:
+            timed(part.timings, "region:put_c", ctx.staging.put, dst,
+                  np.ascontiguousarray(part.asg.c), nb, ctx.side, ctx.threads)
         part.bytes_uploaded += nb
         return ctx.event(ctx.side)
 
@@ -1756,8 +1833,15 @@ class CudaStages(CpuStages):
             elif part.done is not None:
                 part.done.synchronize()
         finally:
-            self._free_device(part)
-            part.release()
+            try:
+                self._free_device(part)
+            finally:
+                pin, part.c_pin = getattr(part, "c_pin", None), None
+                try:
+                    if pin is not None:     # no copy reads it: the streams are synchronized
+                        pin.release()
+                finally:
+                    part.release()
 
     def _diagnose(self, part):
         """A GPU proof that fails verification: the first bad row when the row check was left
