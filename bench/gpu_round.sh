@@ -45,6 +45,8 @@
 #   as one-bucket MSMs, prototype 6c267c6: slower, kind and step removed) / tests eng27 (--single 2)
 # Session 26: streamtests stream27 (a streamed key in chunks: 2^27 inside a 30 GiB budget) / streamprof (its host side
 #   under cProfile) / streamprof stream27 / tests stream27 (chunks sized by the budget) / stream27 eng27s (slots 2 vs 3)
+# Session 31: no machine lent (refused starts, then paused); prepared: upbeside cpin27 tests / eng27s
+#   (ENG27S_P=8 ENG27S_BUDGET=30 ENG27S_OPTS="--stage-options h_buffers=2;h_buffers=2,c_upload=ring;h_buffers=2")
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc

@@ -163,25 +163,30 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
     assert t["gpu:side"] > 0 and "gpu:side_wait" in t
 
 
-@pytest.mark.parametrize("chunk,h_buffers", [(None, 4), (1 << 20, 4), (1 << 20, 3), (1 << 20, 2)],
-                         ids=["1GiB", "1MiB", "1MiB-h3", "1MiB-h2"])
+@pytest.mark.parametrize("chunk,h_buffers,c_upload", [(None, 4, "register"), (1 << 20, 4, "register"),
+                                                       (1 << 20, 3, "register"), (1 << 20, 2, "register"),
+                                                       (1 << 20, 2, "ring")],
+                         ids=["1GiB", "1MiB", "1MiB-h3", "1MiB-h2", "1MiB-h2-ring"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
-def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk, h_buffers):
+def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk, h_buffers, c_upload):
     """A key kept in host memory and streamed through slots of ``stream_chunk`` bytes (1 MiB:
     5,440 points, so every query of a 2^16 key takes several chunks): the CPU backend's bytes,
     twice on one context (the slots and the pool reused); also with H in a, b, c's buffers
     (``h_buffers=3``: in-place bit-reversals, h in a's region) and in a's and b's (2: c uploaded
-    into a's during the region)."""
+    into a's during the region, by DMA from c page-locked in place or through the ring:
+    ``c_upload``); no page-lock of c outlives its partition."""
+    from cuzk._stages import _cuda as sc
     from cuzk._stages._cuda import CudaStages, StreamedKey
     pk, asg = _circuit(16, 17)
-    st = CudaStages(stream_chunk=chunk, h_buffers=h_buffers)
+    st = CudaStages(stream_chunk=chunk, h_buffers=h_buffers, c_upload=c_upload)
     ctx = st.context()
     key = st.load_key(pk, where="host")
     try:
         assert isinstance(key, StreamedKey) and key.h_buffers == h_buffers
         assert len(key.chunks("h")) == (1 if chunk is None else -(-len(pk.h) // key.chunk_points))
         got = [st.prove_one(key, asg, ctx, 41 + i, 42 + i, verify=True)[0] for i in range(2)]
+        assert not sc._pins
     finally:
         key.release()
         ctx.close()
