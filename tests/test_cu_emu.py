@@ -906,6 +906,68 @@ def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
         CudaStages(threads=1, c_upload="copy")
 
 
+def test_host_pin_shared_by_threads(monkeypatch):
+    """``_HostPin``: threads that pin and release the same array concurrently share one
+    registration (the driver refuses a second registration of a range, as cuMemHostRegister
+    does), it is unregistered once its last user releases it, and a release twice is a no-op."""
+    import threading
+    import cuzk._stages._cuda as sc
+    from cuzk._errors import CudaError
+    live, counts, lock = set(), {"reg": 0, "unreg": 0}, threading.Lock()
+
+    class Reg:
+        def __init__(self, obj):
+            a = np.asarray(obj)
+            self.key = (a.ctypes.data, a.nbytes)
+            with lock:
+                if self.key in live:
+                    raise CudaError("cuMemHostRegister", 712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")
+                live.add(self.key)
+                counts["reg"] += 1
+
+        def close(self):
+            with lock:
+                live.remove(self.key)
+                counts["unreg"] += 1
+
+    class Stub:
+        @staticmethod
+        def register_host(obj, device=None):
+            return Reg(obj)
+    monkeypatch.setattr(sc, "_driver", lambda: Stub)
+    monkeypatch.setattr(sc, "_pins", {})
+    monkeypatch.setattr(sc, "_pin_refused", [])
+    arrs = [np.ones((1000, 4), np.uint64) for _ in range(2)]
+    p1, p2 = (sc._HostPin.pin(arrs[0], None) for _ in range(2))
+    assert counts["reg"] == 1 and p1.ptr == p2.ptr == arrs[0].ctypes.data
+    p1.release()
+    assert len(live) == 1                   # p2 still reads it
+    p2.release()
+    assert not live and counts["unreg"] == 1
+    bad = []
+
+    def work(k):
+        try:
+            for i in range(200):
+                held = [sc._HostPin.pin(arrs[(k + i) % 2], None) for _ in range(2)]
+                if any(p is None or p.ptr != arrs[(k + i) % 2].ctypes.data for p in held):
+                    bad.append((k, i))
+                    continue
+                for p in held:
+                    p.release()
+                    p.release()
+        except Exception as e:              # a thread's failure fails the test
+            bad.append(e)
+    ths = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    assert not bad and not sc._pin_refused
+    assert not sc._pins and not live and counts["reg"] == counts["unreg"] >= 2
+    assert sc._HostPin.pin(np.ones((0, 4), np.uint64), None) is None      # nothing to pin
+
+
 def test_cuda_stages_h_buffers_auto(fake, monkeypatch, caplog):
     """``h_buffers="auto"`` (the default): a streamed key's partitions take 3 buffers where the
     key's tables, its slots at their floor (here the forced ``stream_chunk``) and one partition
