@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ._base import (Completed, HostKey, Partition, R_MODULUS, StageContext, Stages,
-                    c_upload_arg, check_randomizers, flag_arg, h_buffers_arg, h_tables_arg, key_where_arg,
-                    ones_kind_arg, precompute_arg, random_scalar, row_check_arg, streams_arg, timed)
+                    c_upload_arg, check_randomizers, flag_arg, h_buffers_arg, h_tables_arg,
+                    key_where_arg, ones_kind_arg, precompute_arg, random_scalar, row_check_arg,
+                    streams_arg, timed)
 from ._cpu import CpuStages
 
 __all__ = ["Stages", "StageContext", "Partition", "HostKey", "Completed", "CpuStages",
