@@ -46,7 +46,7 @@
 # Session 26: streamtests stream27 (a streamed key in chunks: 2^27 inside a 30 GiB budget) / streamprof (its host side
 #   under cProfile) / streamprof stream27 / tests stream27 (chunks sized by the budget) / stream27 eng27s (slots 2 vs 3)
 # Session 31: no machine lent (refused starts, then paused); prepared: upbeside cpin27 tests / eng27s
-#   (ENG27S_P=8 ENG27S_BUDGET=30 ENG27S_OPTS="--stage-options h_buffers=2;h_buffers=2,c_upload=ring;h_buffers=2")
+#   (ENG27S_P=8 ENG27S_BUDGET=30 ENG27S_OPTS="--stage-options h_buffers=2,c_upload=register;h_buffers=2,c_upload=ring;h_buffers=2,c_upload=register")
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -307,11 +307,11 @@ for step in "${@:-all}"; do
       timeout 150 python3 bench/bench_upload.py --gib 4 --threads 16 --chunk-mib 16 --runs 3 --beside \
         --json "$OUT/upbeside.json" 2>&1 | tee "$OUT/upbeside.log" | tail -12 ;;
     cpin27) # one 2^27 partition on a streamed key with H in two buffers: c page-locked in place and copied by DMA
-      # in the region (c_upload=register, the default) against the worker's ring (session 30's path), at 13.6 and
+      # in the region (c_upload=register) against the worker's ring (c_upload=ring, the default), at 13.6 and
       # 22 GiB; 3 buffers at 22 GiB for reference; every proof verified
       timeout 420 python3 bench/bench_gpu_partition.py --log-n 27 --repeat 3 --config "where=host,budget_gib=13.6,c_upload=ring" \
-        --config "where=host,budget_gib=13.6" --config "where=host,budget_gib=22,h_buffers=2,c_upload=ring" \
-        --config "where=host,budget_gib=22,h_buffers=2" --config "where=host,budget_gib=22,h_buffers=3" \
+        --config "where=host,budget_gib=13.6,c_upload=register" --config "where=host,budget_gib=22,h_buffers=2,c_upload=ring" \
+        --config "where=host,budget_gib=22,h_buffers=2,c_upload=register" --config "where=host,budget_gib=22,h_buffers=3" \
         --json "$OUT/cpin27.json" 2>&1 | tee "$OUT/cpin27.log" | grep -v "^ " | tail -30 ;;
     splitab) # a partly resident 2^27 key (deep tables: H, L, B resident in 80 GiB, A streamed) with its other
       # reductions on the side stream beside H's MSM (split_side=1) against one stream (the default), the engine

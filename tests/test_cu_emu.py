@@ -826,10 +826,10 @@ def test_cuda_stages_h_buffers(fake, monkeypatch, deep):
 
 @pytest.mark.parametrize("mode", ["register", "ring", "refused"])
 def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
-    """Stage option ``c_upload`` (two H buffers, c uploaded inside the region): "register" (the
-    default) page-locks c in place in ``prepare`` (``_HostPin``) and the region copies it by one
-    DMA from c's own address on the side stream (the zero rows up to n by a memset), nothing of
-    c through the ring; "ring" stages it through the worker's pinned ring; a refused
+    """Stage option ``c_upload`` (two H buffers, c uploaded inside the region): "register"
+    page-locks c in place in ``prepare`` (``_HostPin``) and the region copies it by one DMA
+    from c's own address on the side stream (the zero rows up to n by a memset), nothing of c
+    through the ring; "ring" (the default) stages it through the worker's pinned ring; a refused
     registration ("refused": the driver's CudaError) falls back to the ring, said once.  The
     CPU's bytes every time; two partitions of the same c share one registration, and every
     registration is gone once both finish."""
@@ -872,7 +872,8 @@ def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
     monkeypatch.setattr(fake, "copy_htod", copy_htod)
     monkeypatch.setattr(fake, "memset_d8", memset_d8)
     st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192, h_buffers=2,
-                    c_upload="ring" if mode == "ring" else "register")
+                    **({} if mode == "ring" else {"c_upload": "register"}))
+    assert st.c_upload == ("ring" if mode == "ring" else "register")       # "ring": the default
     budget = Budget(None, "big")
     ctx = st.context(budget=budget)
     real_put = ctx.staging.put

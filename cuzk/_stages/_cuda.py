@@ -945,13 +945,16 @@ class CudaStages(CpuStages):
         the most partitions in flight (the engine's workers; ``_streamed_buffers``), 4 only
         where four leave the slots at ``STREAM_CHUNK_MAX``: one 2^27 partition on a 16 GB card
         with 2, two on a 32 GB card with 2 (with 3 from ~31 GiB).  The same bytes in every case.
-    c_upload : {"register", "ring"}
-        How c reaches a's buffer inside the region with two H buffers.  "register" (default):
-        c is page-locked in place during ``prepare`` (``_HostPin``; outside every lock and
-        region) and the region copies it by DMA alone, unregistered when the partition ends;
-        where the driver refuses, the ring.  "ring": through the worker's pinned ring (the CPU
-        copies c chunk by chunk while the H NTT waits: session 30's path; the stage option
-        ``c_upload=ring``).  The same bytes.
+    c_upload : {"ring", "register"}
+        How c reaches a's buffer inside the region with two H buffers.  "ring" (default):
+        through the worker's pinned ring (the CPU copies c chunk by chunk while the H NTT
+        waits: ~0.58 s at 2^27, bench/RESULTS.md session 30).  "register": c is page-locked in
+        place during ``prepare`` (``_HostPin``; outside every lock and region) and the region
+        copies it by DMA alone, unregistered when the partition ends; where the driver refuses,
+        the ring.  The same bytes.  "register" is predicted to take ~0.35 s off such a region
+        but has not run on a GPU, and a page-lock that waited for the device or stalled another
+        worker's driver calls would cost more than it saves: it becomes the default once
+        measured (the stage option ``c_upload=register``; session 31).
     """
 
     name = "cuda"
@@ -960,7 +963,7 @@ class CudaStages(CpuStages):
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
                  stream_slots=None, key_where="auto", h_tables="auto", split_side=False,
-                 h_buffers="auto", c_upload="register"):
+                 h_buffers="auto", c_upload="ring"):
         super().__init__(threads)
         self.c_upload = c_upload_arg(c_upload)
         self.key_where = key_where_arg(key_where)
