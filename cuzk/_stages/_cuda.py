@@ -1288,7 +1288,7 @@ class CudaStages(CpuStages):
         part.row_check = bool(check)
         part.rows_deferred = False
         part.bad_row = -1
-        if getattr(part.key, "h_buffers", 4) == 2 and self.c_upload == "register":
+        if part.key.h_buffers == 2 and self.c_upload == "register":
             # c is uploaded inside the region (``_upload_c``): page-locked here, before every lock
             part.c_pin = timed(part.timings, "pin_c", _HostPin.pin, part.asg.c, self.device)
 
