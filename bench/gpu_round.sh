@@ -47,6 +47,8 @@
 #   under cProfile) / streamprof stream27 / tests stream27 (chunks sized by the budget) / stream27 eng27s (slots 2 vs 3)
 # Session 31: no machine lent (refused starts, then paused); prepared: upbeside cpin27 tests / eng27s
 #   (ENG27S_P=8 ENG27S_BUDGET=30 ENG27S_OPTS="--stage-options h_buffers=2,c_upload=register;h_buffers=2,c_upload=ring;h_buffers=2,c_upload=register")
+# Session 32: no machine lent (paused); prepared for a multi-GPU kind (nvidia-h100-x2 / h200-x2): multitests multi24
+#   multi27 (the engine on 1 and 2 devices in one process: MULTI_DEVICES=1,2), and session 31's calls above
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -342,6 +344,18 @@ for step in "${@:-all}"; do
     streamprof) # the host side of a streamed partition under cProfile (2^24, 64 MiB chunks: ~150 chunk reductions)
               timeout 300 python3 bench/bench_gpu_partition.py --log-n 24 --repeat 2 --profile --config "precompute=1" \
                 --config "where=host,stream_chunk=67108864" --config "where=host" --json "$OUT/streamprof.json" > "$OUT/streamprof.log" 2>&1; tail -40 "$OUT/streamprof.log" ;;
+    multitests) # two devices (a multi-GPU kind): the engine over both GPUs, resident and streamed key (one page-lock)
+              timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "two_gpus or two_streamed or engine" 2>&1 \
+                | tee "$OUT/gpu_multi_tests.log" | tail -6 ;;
+    multi24) # multi-GPU scaling: the engine on 1 and 2 devices, the same 2^24 partitions, one process (ratio: "vs fewest dev")
+              timeout ${MULTI_TIMEOUT:-400} python3 -m cuzk bench --log-n 24 --partitions ${MULTI_P:-20} --workers-per-gpu 2 \
+                --lock-mode two-lock --devices ${MULTI_DEVICES:-1,2} --backend cuda --cache-dir memory ${MULTI_OPTS:-} \
+                --json "$OUT/multi24.json" 2>&1 | tee "$OUT/multi24.log" | tail -8 ;;
+    multi27) # the same at 2^27 (a sector proof's 10 partitions per configuration; what each card's budget holds decides
+             # whether the key is resident or streamed, printed per row)
+              timeout ${MULTI_TIMEOUT:-560} python3 -m cuzk bench --log-n 27 --partitions ${MULTI_P:-10} --workers-per-gpu 2 \
+                --lock-mode two-lock --devices ${MULTI_DEVICES:-1,2} --backend cuda --cache-dir memory ${MULTI_OPTS:-} \
+                --json "$OUT/multi27.json" 2>&1 | tee "$OUT/multi27.log" | tail -8 ;;
     eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
               timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \

@@ -462,8 +462,9 @@ def _parser():
                    help="worker threads per device, e.g. 2 or 1,2,4 (default 2)")
     e.add_argument("--lock-mode", default=None, metavar="MODE[,MODE...]",
                    help="coarse,narrow,two-lock (default all; none: only --single)")
-    e.add_argument("--devices", type=int, default=None,
-                   help="devices to use (CPU backend: simulated devices; default all / 1)")
+    e.add_argument("--devices", default=None, metavar="N[,N...]",
+                   help="devices to use, e.g. 2 or 1,2 (each count benched in turn on the same "
+                        "inputs: multi-GPU scaling; CPU backend: simulated devices; default all / 1)")
     e.add_argument("--thread-share", default=None, metavar="SHARE[,SHARE...]",
                    help="how the workers share the CPU threads: split (threads / workers each), "
                         "shared (all threads each) and/or adaptive (all threads for a host stage "

@@ -639,6 +639,55 @@ def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, st
     assert device_budget(st.device).used == 0
 
 
+def test_streamed_keys_of_one_pk_share_its_page_lock(fake, monkeypatch):
+    """Two streamed keys of the same ProvingKey at once (a ``cuzk.Prover`` beside an engine, two
+    one-call ``cuzk.prove``s, one key per device) share the page-lock of its arrays, which the
+    driver would refuse to register twice; the last release unregisters them, and either key
+    proves with the CPU's bytes while the other is gone.  A registration the driver refuses
+    (a range someone else page-locked) fails the load with its error and leaves nothing
+    reserved or page-locked."""
+    import cuzk._stages._cuda as sc
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._errors import CudaError
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "_pins", {})
+    r1cs, inputs, aux = porep_like(6, 13)
+    pk = keygen_random(r1cs, seed=13)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", key_where="host")
+    budget = Budget(None, "pins")
+    ctx = st.context(budget=budget)
+    queries = sum(1 for q in sc.QUERIES if getattr(pk, sc.QUERIES[q][0]).size)
+    keys = []
+    try:                                            # a failure here leaves no page-lock behind
+        keys += [st.load_key(pk, budget=budget), st.load_key(pk, budget=budget)]
+        k1, k2 = keys
+        assert len(fake.registered) == len(sc._pins) == queries
+        assert all(k1.host_ptr(q) == k2.host_ptr(q) for q in sc.QUERIES)
+        k1.release()
+        assert len(fake.registered) == queries      # k2 still streams from them
+        assert st.prove_one(k2, asg, ctx, 7, 8)[0] == prove(pk, asg, 7, 8, backend="cpu")
+    finally:
+        for k in keys:
+            k.release()
+    assert not fake.registered and not sc._pins and budget.used == 0
+    outside = fake.register_host(pk.b_g1)           # page-locked by someone else
+    try:
+        with pytest.raises(CudaError) as e:
+            st.load_key(pk, budget=budget)
+        assert e.value.code == 712
+        assert list(fake.registered.values()) == [(pk.b_g1.ctypes.data,
+                                                   pk.b_g1.ctypes.data + pk.b_g1.nbytes)]
+        assert not sc._pins and budget.used == 0
+    finally:
+        outside.close()
+    ctx.close()
+
+
 def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     """A key that does not fit the device budget stays in host memory and is streamed per
     partition through the key's device slots: same bytes as the CPU; the budget returns to zero.
@@ -883,11 +932,12 @@ def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
     assert key.h_buffers == 2
     caplog.set_level("INFO", logger="cuzk.stages")
     parts = [st.prepare(key, asg, ctx, 31 + i, 32) for i in range(2)]   # both hold c's pin
+    c_pins = lambda: [k for k in sc._pins if k[0] == c_addr]          # noqa: E731 (the key's too)
     if mode == "register":
-        assert len(regs) == 1 and len(sc._pins) == 1        # shared by the two partitions
+        assert len(regs) == 1 and len(c_pins()) == 1        # shared by the two partitions
         assert all(p.c_pin.ptr == c_addr for p in parts) and "pin_c" in parts[0].timings
     else:
-        assert not regs and not sc._pins and all(getattr(p, "c_pin", None) is None for p in parts)
+        assert not regs and not c_pins() and all(getattr(p, "c_pin", None) is None for p in parts)
     for i, part in enumerate(parts):
         st.run(part).synchronize()
         assert st.finish(part) == prove(pk, asg, 31 + i, 32, backend="cpu"), (mode, i)
@@ -897,11 +947,12 @@ def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
         assert c_addr not in puts
     else:
         assert not copies and puts.count(c_addr) == 2
-    assert not sc._pins and budget.used == key.nbytes
+    assert not c_pins() and budget.used == key.nbytes
     assert all(r._obj is None for r in regs)            # unregistered
     said = [r for r in caplog.records if "refused" in r.getMessage()]
     assert len(said) == (1 if mode == "refused" else 0)
     key.release()
+    assert not sc._pins and not fake.registered         # the key's queries too
     ctx.close()
     with pytest.raises(ValueError):
         CudaStages(threads=1, c_upload="copy")
@@ -1558,6 +1609,49 @@ def test_engine_on_a_streamed_key(fake, monkeypatch, h_buffers):
     assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
     assert "early_head" not in stages and stages.count("run") == 3
     assert status_key["where"] == ["host"] and status_key["h_tables"] == ["deep"]   # 2^7: deep possible
+
+
+@pytest.mark.parametrize("where", ["device", "host"])
+def test_engine_on_two_devices(fake, monkeypatch, where):
+    """cuzk.Engine over two emulated GPUs, two workers each, one CudaStages per device: the key
+    is loaded on both (resident, or streamed from the same host arrays: their page-lock is
+    shared, where a second cuMemHostRegister of the same range is refused), every proof has the
+    CPU backend's bytes, both devices prove, no handle crosses devices (the fake driver fails a
+    launch, copy, pool allocation or event record that mixes them), and each device's budget
+    holds only its key afterwards; nothing stays page-locked once the engine is closed."""
+    import cuzk
+    import cuzk._stages._cuda as sc
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(fake, "devices", 2)
+    monkeypatch.setattr(sc, "_pins", {})
+    r1cs, inputs, aux = porep_like(6, 10)
+    pk = keygen_random(r1cs, seed=10)
+    asg = r1cs.assignment(inputs, aux)
+    sts = [CudaStages(threads=1, device=i, b_g2="gpu", key_where=where) for i in range(2)]
+    assert [st.device.ordinal for st in sts] == [0, 1]
+    rs = [(50 + i, 60 + i) for i in range(6)]
+    with cuzk.Engine(backend="cpu", devices=2, workers_per_gpu=2, lock_mode="two-lock",
+                     stages=sts.__getitem__, threads=1) as eng:
+        key = eng.load(pk, progress=False)
+        out = eng.submit(key, [asg] * len(rs), randomizers=rs).result(600)
+        _settled_budget(eng)
+        st = eng.status()
+        runs = [r.device for r in eng.timeline.records() if r.kind == "stage" and r.name in
+                ("run", "early_head")]
+        keys = list(key.resident.values())
+        if where == "host":
+            assert all(isinstance(k, StreamedKey) for k in keys)
+            assert keys[0].host_ptr("l") == keys[1].host_ptr("l") == pk.l.ctypes.data
+            assert len(fake.registered) == sum(1 for q in sc.QUERIES if keys[0].points(q))
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    assert sorted(set(runs)) == [0, 1], runs
+    assert [d["budget"]["used"] for d in st["devices"]] == st["keys"][0]["nbytes"]
+    assert st["keys"][0]["where"] == [where] * 2
+    assert not fake.registered and not sc._pins
 
 
 @pytest.mark.parametrize("verify", [True, False])

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from cuzk._engine import Timeline
-from cuzk._engine._bench import job_plan, parse_modes, parse_workers, wants_engine_bench
+from cuzk._engine._bench import (job_plan, parse_devices, parse_modes, parse_workers,
+                                 wants_engine_bench)
 from cuzk._engine._timeline import merge_intervals
 
 from engine_helpers import TIMEOUT, engine, circuit
@@ -159,6 +160,11 @@ def test_bench_parsing():
     assert parse_workers("1,2,4") == [1, 2, 4]
     with pytest.raises(ValueError):
         parse_workers("0")
+    assert parse_devices(None) == parse_devices("auto") == ["auto"]
+    assert parse_devices("2") == [2] and parse_devices("1,2,1") == [1, 2]
+    for bad in ("0", "1,x", ""):
+        with pytest.raises(ValueError):
+            parse_devices(bad)
     assert job_plan(25) == [("normal", 10), ("normal", 10), ("normal", 5)]
     assert job_plan(20, priority_mix=True) == [("normal", 10), ("critical", 1), ("high", 4),
                                                ("low", 2), ("normal", 3)]
@@ -200,3 +206,31 @@ def test_bench_cli(tmp_path, capsys):
         assert "engine-lg4-narrow-w2.png" in files
     except ImportError:
         pass
+
+
+def test_bench_cli_device_counts(tmp_path, capsys):
+    """``cuzk bench --devices 1,2``: each device count on the same partitions in one process
+    (simulated devices on the CPU backend), the same bytes, speed-up vs coarse within a device
+    count, and the throughput against the same configuration on the fewest devices."""
+    from cuzk._cli import main
+    out = tmp_path / "d.json"
+    rc = main(["bench", "--log-n", "4", "--partitions", "4", "--workers-per-gpu", "1",
+               "--lock-mode", "coarse,two-lock", "--backend", "cpu", "--devices", "1,2",
+               "--json", str(out), "--trace", str(tmp_path / "t"),
+               "--cache-dir", str(tmp_path / "cache"), "--threads", "2"])
+    assert rc == 0
+    assert "vs fewest dev" in capsys.readouterr().out
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["devices"], r["mode"]) for r in rows] == [(1, "coarse"), (1, "two-lock"),
+                                                         (2, "coarse"), (2, "two-lock")]
+    assert all(r["verified"] and r["bytes_match"] for r in rows)
+    assert len({r["sha256"] for r in rows}) == 1
+    assert [r["speedup_vs_coarse"] == 1.0 for r in rows] == [True, False, True, False]
+    assert [r["speedup_vs_fewest_devices"] == 1.0 for r in rows] == [True, True, False, False]
+    for r in rows[2:]:
+        base = rows[[0, 1][r["mode"] == "two-lock"]]
+        assert r["speedup_vs_fewest_devices"] == pytest.approx(
+            r["partitions_per_s"] / base["partitions_per_s"])
+    names = sorted(p.name for p in (tmp_path / "t").iterdir() if p.suffix == ".json")
+    assert names == ["engine-lg4-coarse-w1-d1.json", "engine-lg4-coarse-w1-d2.json",
+                     "engine-lg4-two-lock-w1-d1.json", "engine-lg4-two-lock-w1-d2.json"]

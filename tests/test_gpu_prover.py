@@ -186,10 +186,11 @@ def test_cuda_streamed_key_in_chunks_bytes_equal_cpu(chunk, h_buffers, c_upload)
         assert isinstance(key, StreamedKey) and key.h_buffers == h_buffers
         assert len(key.chunks("h")) == (1 if chunk is None else -(-len(pk.h) // key.chunk_points))
         got = [st.prove_one(key, asg, ctx, 41 + i, 42 + i, verify=True)[0] for i in range(2)]
-        assert not sc._pins
+        assert all(k[0] != asg.c.ctypes.data for k in sc._pins)    # the key's queries only
     finally:
         key.release()
         ctx.close()
+    assert not sc._pins
     assert got == [prove(pk, asg, 41 + i, 42 + i, backend="cpu") for i in range(2)]
 
 
@@ -251,6 +252,60 @@ def test_cuda_streamed_key_slots_shared_by_threads():
     assert not errors and len(got) == 6
     for r, proof in got.items():
         assert proof == prove(pk, asg, r, 7, backend="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_two_streamed_keys_of_one_pk():
+    """Two streamed keys of the same ProvingKey at once (a Prover beside an engine, or one per
+    device): the driver refuses a second cuMemHostRegister of the same range, so they share one
+    page-lock; each proves with the CPU's bytes, the second after the first is released."""
+    from cuzk._stages import _cuda as sc
+    from cuzk._stages._cuda import CudaStages
+    pk, asg = _circuit(14, 23)
+    st = CudaStages(key_where="host", stream_chunk=1 << 18)
+    ctx = st.context()
+    k1 = st.load_key(pk)
+    try:
+        k2 = st.load_key(pk)
+        try:
+            a = st.prove_one(k1, asg, ctx, 71, 72, verify=True)[0]
+            k1.release()
+            b = st.prove_one(k2, asg, ctx, 73, 74, verify=True)[0]
+        finally:
+            k2.release()
+    finally:
+        k1.release()
+        ctx.close()
+    assert not sc._pins
+    assert [a, b] == [prove(pk, asg, 71, 72, backend="cpu"), prove(pk, asg, 73, 74, backend="cpu")]
+
+
+def _cuda_devices():
+    if not _cuda_ok():
+        return 0
+    from cuzk._native import _driver
+    return _driver.device_count()
+
+
+@pytest.mark.parametrize("where", ["device", "host"])
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_devices() < 2, reason="needs two CUDA devices")
+def test_engine_on_two_gpus(where):
+    """cuzk.Engine over two GPUs, two workers each, the key resident on both or streamed to both
+    from the same host arrays: every proof has the CPU backend's bytes and both devices prove."""
+    import cuzk
+    pk, asg = _circuit(16, 29)
+    rs = [(80 + i, 90 + i) for i in range(8)]
+    with cuzk.Engine(backend="cuda", devices=2, workers_per_gpu=2, lock_mode="two-lock",
+                     stage_options={"key_where": where}) as eng:
+        key = eng.load(pk, progress=False)
+        out = eng.submit(key, [asg] * len(rs), randomizers=rs).result(600)
+        ran = {r.device for r in eng.timeline.records() if r.kind == "stage"
+               and r.name in ("run", "early_head")}
+        st = eng.status()
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    assert ran == {0, 1} and st["keys"][0]["where"] == [where] * 2
 
 
 @pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])

@@ -19,7 +19,7 @@ import time
 from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
-__all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers",
+__all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
            "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
            "format_single_table", "rss_bytes", "RssPeak", "run_engine_bench"]
 
@@ -50,20 +50,31 @@ def parse_modes(text):
     return list(dict.fromkeys(modes))
 
 
-def parse_workers(text):
-    """``"2"`` or ``"1,2,4"`` -> list of worker counts (each >= 1)."""
-    if text is None:
-        return [2]
+def _counts(text, option):
+    """``"2"`` or ``"1,2,4"`` -> the counts (each >= 1), in order, without repeats."""
     out = []
     for w in str(text).split(","):
         try:
             n = int(w)
         except ValueError:
-            raise ValueError(f"--workers-per-gpu: {w!r} is not an integer") from None
+            raise ValueError(f"{option}: {w!r} is not an integer") from None
         if n < 1:
-            raise ValueError(f"--workers-per-gpu must be >= 1, got {n}")
+            raise ValueError(f"{option} must be >= 1, got {n}")
         out.append(n)
     return list(dict.fromkeys(out))
+
+
+def parse_workers(text):
+    """``"2"`` or ``"1,2,4"`` -> list of worker counts (each >= 1; None: [2])."""
+    return [2] if text is None else _counts(text, "--workers-per-gpu")
+
+
+def parse_devices(text):
+    """``--devices``: None -> ``["auto"]`` (every CUDA device, one CPU device), ``"2"`` or
+    ``"1,2"`` -> device counts (each >= 1), each benched in turn on the same inputs."""
+    if text is None or str(text).strip() == "auto":
+        return ["auto"]
+    return _counts(text, "--devices")
 
 
 def parse_stage_option_sets(text):
@@ -242,7 +253,8 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref
         base = next((r for r in rows if r["mode"] == "coarse" and r["workers"] == row["workers"]
-                     and r["thread_share"] == row["thread_share"]), None)
+                     and r["thread_share"] == row["thread_share"]
+                     and r["devices"] == row["devices"]), None)
         row["speedup_vs_coarse"] = (row["partitions_per_s"] / base["partitions_per_s"]
                                     if base and base["partitions_per_s"] else None)
     return rows
@@ -406,10 +418,12 @@ def format_engine_table(rows):
     kernel busy, steady-state kernel busy (first region to last, fill and drain left out), the
     steady period per 10 partitions (region end to region end: a continuous stream's rate), gap
     counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
-    head = (f"{'log_n':>5s} {'mode':>9s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
+    scaled = any(r.get("speedup_vs_fewest_devices") for r in rows)
+    head = (f"{'log_n':>5s} {'mode':>9s} {'dev':>3s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
             f"{'part/s':>8s} "
             f"{'s/10part':>9s} {'steady10':>8s} {'gpu_eff':>7s} {'busy':>6s} {'steady':>6s} {'gaps <50ms/50-500/>500':>23s} "
-            f"{'vs coarse':>9s} {'verified':>8s}")
+            f"{'vs coarse':>9s} " + (f"{'vs fewest dev':>13s} " if scaled else "")
+            + f"{'verified':>8s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         g = r["gaps"]
@@ -417,12 +431,15 @@ def format_engine_table(rows):
         sp = f"{r['speedup_vs_coarse']:.2f}x" if r.get("speedup_vs_coarse") else "-"
         spp = r["s_per_partition"] or 0.0
         share = r.get("thread_share", DEFAULT_THREAD_SHARE)
-        lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r['workers']:>7d} {share:>6s} {spp:9.4f} "
+        dx = r.get("speedup_vs_fewest_devices")
+        lines.append(f"{r['log_n']:>5d} {r['mode']:>9s} {r.get('devices', 1):>3d} {r['workers']:>7d} "
+                     f"{share:>6s} {spp:9.4f} "
                      f"{r['partitions_per_s']:8.2f} {(r['s_per_10_partitions'] or 0):9.3f} "
                      f"{(r.get('steady_s_per_10_partitions') or 0):8.3f} "
                      f"{r['gpu_efficiency']:7.1%} {r['kernel_busy']:6.1%} "
                      f"{r.get('steady_kernel_busy', 0.0):6.1%} {gaps:>23s} "
-                     f"{sp:>9s} {('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
+                     f"{sp:>9s} " + ((f"{dx:.2f}x" if dx else "-").rjust(13) + " " if scaled else "")
+                     + f"{('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
     return "\n".join(lines)
 
 
@@ -435,7 +452,7 @@ def run_engine_bench(args):
     workers = parse_workers(getattr(args, "workers_per_gpu", None))
     shares = parse_thread_shares(getattr(args, "thread_share", None))
     partitions = getattr(args, "partitions", None) or 10
-    devices = getattr(args, "devices", None) or "auto"
+    device_counts = parse_devices(getattr(args, "devices", None))
     cache = getattr(args, "cache_dir", None)
     option_sets = parse_stage_option_sets(getattr(args, "stage_options", None))
     single = getattr(args, "single", None) or 0
@@ -450,13 +467,15 @@ def run_engine_bench(args):
         for i, opts in enumerate(option_sets):
             extra = f"-o{i}" if len(option_sets) > 1 else ""
             for vb in budgets if modes else ():
-                rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
-                                     devices=devices, threads=args.threads,
-                                     priority_mix=bool(getattr(args, "priority_mix", False)),
-                                     trace=getattr(args, "trace", None), cache=cache, shares=shares,
-                                     stage_options=opts, circuit=circuit,
-                                     tag_extra=extra + (f"-v{vb >> 30}" if len(budgets) > 1 else ""),
-                                     vram_budget=vb)
+                for nd in device_counts:
+                    rows += bench_engine(lg, partitions, modes, workers, backend=args.backend,
+                                         devices=nd, threads=args.threads,
+                                         priority_mix=bool(getattr(args, "priority_mix", False)),
+                                         trace=getattr(args, "trace", None), cache=cache,
+                                         shares=shares, stage_options=opts, circuit=circuit,
+                                         tag_extra=extra + (f"-v{vb >> 30}" if len(budgets) > 1 else "")
+                                         + (f"-d{nd}" if len(device_counts) > 1 else ""),
+                                         vram_budget=vb)
             if single:
                 singles += bench_single(lg, single, backend=args.backend, threads=args.threads,
                                         cache=cache, stage_options=opts, circuit=circuit,
@@ -465,8 +484,15 @@ def run_engine_bench(args):
     for r in rows:      # every configuration of a size proves the same partitions: same bytes
         ref = next(x["sha256"] for x in rows if x["log_n"] == r["log_n"])
         r["bytes_match"] = r["sha256"] == ref
+        if len(device_counts) > 1:      # throughput against the same configuration on fewer devices
+            same = [x for x in rows if all(x[k] == r[k] for k in (
+                "log_n", "mode", "workers", "thread_share", "stage_options", "vram_budget"))]
+            base = min(same, key=lambda x: x["devices"])
+            r["speedup_vs_fewest_devices"] = (r["partitions_per_s"] / base["partitions_per_s"]
+                                              if base["partitions_per_s"] else None)
     be = rows[0]["backend"] if rows else (singles[0]["backend"] if singles else args.backend)
-    labels = ", ".join(rows[0]["device_labels"]) if rows else (singles[0]["device"] if singles else "")
+    labels = (", ".join(max((r["device_labels"] for r in rows), key=len)) if rows
+              else (singles[0]["device"] if singles else ""))
     print(f"cuzk bench (engine): PoRep-like, backend {be} ({labels}), {partitions} partitions "
           f"per configuration, threads {args.threads or os.cpu_count()}, every proof verified"
           + (f", stage options {option_sets[0]}" if len(option_sets) == 1 and option_sets[0]

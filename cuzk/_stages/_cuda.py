@@ -102,19 +102,24 @@ def device_budget(device, total=None):
                 lambda: Budget(size, f"cuda:{device.ordinal}"))
 
 
-# Host arrays page-locked in place for partitions (``_HostPin``), by (address, bytes): two
-# partitions of the same array (a benchmark's) share one registration; the last release
-# unregisters it.
+# Host arrays page-locked in place (``_HostPin``), by (address, bytes): a streamed key's
+# queries, and c for the two-buffer H stage.  Every user of the same array shares one
+# registration (two devices streaming one key, two provers or engines holding it, two
+# partitions of a benchmark's array): the driver refuses a second cuMemHostRegister of a range
+# (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), and the registration is portable, so it serves
+# every device.  The last release unregisters it.
 _pins = {}
 _pins_lock = threading.Lock()
 _pin_refused = []        # logged once: the first refusal
 
 
 class _HostPin:
-    """A host array page-locked in place (cuMemHostRegister) for one partition's DMA: ``ptr``,
-    ``nbytes``; ``release()`` (idempotent) once no copy reads it any more.  ``pin`` returns
-    None where the driver refuses (e.g. the array shares a page with a range registered
-    already, such as a streamed key's queries): the caller then stages through its pinned ring.
+    """A host array page-locked in place (cuMemHostRegister, portable: every device's copies may
+    read it) for as long as its user needs it: ``ptr``, ``nbytes``; ``release()`` (idempotent)
+    once no copy reads it any more.  Users of the same array share one registration.  Where
+    the driver refuses (e.g. the array overlaps a range someone else registered), ``pin``
+    returns None, and the caller stages through its pinned ring; with ``required=True`` it
+    raises the driver's error instead (a streamed key has no other way to its device).
 
     Why in place (``CudaStages(c_upload="register")``): c's upload with two H buffers runs
     inside the region while the H NTT waits for it, and through the ring it ran at the host
@@ -127,18 +132,20 @@ class _HostPin:
         self.key, self.ptr, self.nbytes = key, key[0], key[1]
 
     @classmethod
-    def pin(cls, arr, device):
+    def pin(cls, arr, device, required=False):
         from .._errors import CudaError
         arr = np.ascontiguousarray(arr)
         key = (int(arr.ctypes.data), int(arr.nbytes))
         if key[1] == 0:
             return None
-        with _pins_lock:
+        with _pins_lock:        # held while registering: a key's load, or c in a prepare
             entry = _pins.get(key)
             if entry is None:
                 try:
                     reg = _driver().register_host(arr, device)
                 except CudaError as e:
+                    if required:
+                        raise
                     if not _pin_refused:
                         _pin_refused.append(e)
                         log.info("page-locking a partition's array in place was refused (%s): "
@@ -486,10 +493,10 @@ class StreamedKey:
                                        lasting=True)
         d = _driver()
         try:
-            for q, (attr, _) in QUERIES.items():
-                arr = np.ascontiguousarray(getattr(pk, attr))
-                if arr.size:
-                    self._regs[q] = d.register_host(arr, device)
+            for q, (attr, _) in QUERIES.items():   # shared with every other user of pk's arrays
+                pin = _HostPin.pin(getattr(pk, attr), device, required=True)
+                if pin is not None:
+                    self._regs[q] = pin
             up = d.Stream(device)
             try:
                 self.slot_bufs = [pool.alloc(self.slot_bytes, up) for _ in range(self.slots)]
@@ -550,7 +557,7 @@ class StreamedKey:
             b.free()
         regs, self._regs = self._regs, {}
         for r in regs.values():
-            r.close()
+            r.release()
         if self._res is not None:
             self._res.release()
             self._res = None

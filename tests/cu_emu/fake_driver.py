@@ -13,7 +13,14 @@ device would make where they are cheap:
 * launches are checked like cuLaunchKernel does: argument count and sizes against
   the kernel's parameters, 1..1024 threads, dynamic shared memory above 48 KiB
   only after ``set_max_dynamic_shared``;
-* everything is synchronous: streams and events only record the calls.
+* everything is synchronous: streams and events only record the calls;
+* ``devices`` emulated devices (1 unless set): a device buffer, stream, event, pool and
+  module belong to one device, and a launch, copy, memset, pool allocation or event record
+  that mixes two devices fails as the driver would (a context mismatch), so multi-GPU code
+  is checked for handles crossing devices;
+* cuMemHostRegister refuses a byte range that overlaps one registered already
+  (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712), as the driver does (two ranges that
+  only share a page are both accepted, as natively).
 
 ``install(monkeypatch)`` points ``cuzk._cuda_ntt`` at the fake (driver, module
 loader and per-device state) through pytest's ``monkeypatch``, so the real driver
@@ -46,6 +53,7 @@ _SMEM_OPTIN = 227 * 1024     # sm_90's per-block opt-in maximum
 
 # CUresult codes used in the errors raised
 _INVALID_VALUE, _NOT_FOUND, _ILLEGAL_ADDRESS, _LAUNCH_FAILED = 1, 500, 700, 719
+_INVALID_CONTEXT, _INVALID_HANDLE, _ALREADY_REGISTERED = 201, 400, 712
 
 
 def _err(call, code, name, message):
@@ -113,8 +121,10 @@ class _Closable:
 class FakeDriver:
     """The driver API subset used by cuzk._cuda_ntt, over host memory and the emulator."""
 
-    def __init__(self, lib_path, workers=0):
+    def __init__(self, lib_path, workers=0, devices=1):
         self.emu = KernelEmulator(lib_path, workers)
+        self.devices = int(devices)  # emulated devices (a test may raise it: monkeypatch)
+        self.registered = {}        # id -> (lo, hi): host ranges page-locked by register_host
         self.launches = []          # (kernel name, grid, block, shmem, args) of every launch
         self.launch_streams = []    # the stream of each launch, in launch order
         self.waits = []             # (stream, event) of every Stream.wait_event
@@ -126,6 +136,7 @@ class FakeDriver:
         class _Alloc(_Closable):
             """Host storage with red zones; ``ptr`` is aligned like cuMemAlloc's."""
             kind = "device"
+            device = None           # the owning Device (device buffers)
 
             def __init__(self, nbytes):
                 if nbytes < 0:
@@ -208,6 +219,7 @@ class FakeDriver:
                 self.device = device
 
             def alloc(self, nbytes, stream):
+                drv._same_device("cuMemAllocFromPoolAsync", self.device, stream)
                 b = DeviceBuffer(nbytes)
                 b.device, b.pool = self.device, self
                 return b
@@ -223,11 +235,11 @@ class FakeDriver:
             _devices = {}
 
             def __init__(self, ordinal=0):
-                if ordinal != 0:
+                if not 0 <= ordinal < drv.devices:
                     raise _err("cuDeviceGet", 101, "CUDA_ERROR_INVALID_DEVICE",
-                               "the emulator has one device")
+                               f"the emulator has {drv.devices} device(s), not ordinal {ordinal}")
                 self.ordinal = ordinal
-                self.name = "cuzk host emulator"
+                self.name = "cuzk host emulator" + (f" {ordinal}" if ordinal else "")
                 self.arch = "sm_90"
                 self.cc = (9, 0)
                 self.sm_count = 4
@@ -288,6 +300,8 @@ class FakeDriver:
             handle = property(lambda self: id(self))
 
             def record(self, stream=None):
+                if stream is not None:
+                    drv._same_device("cuEventRecord", self.device, stream, _INVALID_HANDLE)
                 # where and after how many launches: what a wait on it orders after
                 self.recorded = (stream, len(drv.launches))
 
@@ -321,7 +335,13 @@ class FakeDriver:
                     raise _err("cuLaunchKernel", _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
                                f"{self.name}: {shmem} bytes of dynamic shared memory, the "
                                f"function allows {self.max_dynamic_shared}")
+                dev = self.module.device
+                drv._same_device("cuLaunchKernel", dev, stream)
                 packed = [drv._pack_arg(self.name, i, a) for i, a in enumerate(args)]
+                for i, (fmt, v) in enumerate(packed):
+                    if fmt == "P" and v:
+                        drv._on_device(f"cuLaunchKernel ({self.name}, argument {i})", v, 1,
+                                       getattr(stream, "device", dev))
                 drv.launches.append((self.name, g, b, shmem, [v for _, v in packed]))
                 drv.launch_streams.append(stream)
                 drv.emu.launch(self.name, g, b, shmem, packed)
@@ -348,21 +368,57 @@ class FakeDriver:
 
     # ---------------------------------------------------------------- helpers
     def register_host(self, obj, device=None):
-        """cuMemHostRegister stand-in: host memory is host memory here; keeps ``obj`` alive."""
+        """cuMemHostRegister stand-in: host memory is host memory here; keeps ``obj`` alive
+        and refuses a range that overlaps a registered one (712), as the driver does."""
         a = np.asarray(obj)
+        drv, lo, hi = self, a.ctypes.data, a.ctypes.data + a.nbytes
 
         class _Registration(_Closable):
-            ptr, nbytes, _obj = a.ctypes.data, a.nbytes, a
+            ptr, nbytes, _obj = lo, a.nbytes, a
 
             def close(self):
+                with drv._lock:
+                    drv.registered.pop(id(self), None)
                 self._obj = None
-        return _Registration()
+        reg = _Registration()
+        with self._lock:
+            for l2, h2 in self.registered.values():
+                if lo < h2 and l2 < hi:
+                    raise _err("cuMemHostRegister", _ALREADY_REGISTERED,
+                               "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+                               f"[{lo:#x}, +{a.nbytes}) overlaps the registered [{l2:#x}, +{h2 - l2})")
+            if hi > lo:
+                self.registered[id(reg)] = (lo, hi)
+        return reg
 
     def probe(self):
         return True, "cuzk host emulator"
 
     def device_count(self):
-        return 1
+        return self.devices
+
+    @staticmethod
+    def _ordinal(x):
+        return getattr(x, "ordinal", x)
+
+    def _same_device(self, call, device, stream, code=_INVALID_CONTEXT):
+        """A handle of ``device`` used on ``stream`` must belong to the stream's device."""
+        sdev = getattr(stream, "device", None)
+        if device is None or sdev is None or self._ordinal(device) == self._ordinal(sdev):
+            return
+        raise _err(call, code, "CUDA_ERROR_INVALID_CONTEXT" if code == _INVALID_CONTEXT
+                   else "CUDA_ERROR_INVALID_HANDLE",
+                   f"a handle of device {self._ordinal(device)} used on a stream of device "
+                   f"{self._ordinal(sdev)}")
+
+    def _on_device(self, call, ptr, nbytes, device):
+        """Device memory at ptr must belong to ``device`` (pinned host memory may be anywhere)."""
+        a = self._find(ptr, nbytes)
+        if a is not None and a.device is not None and device is not None \
+                and self._ordinal(a.device) != self._ordinal(device):
+            raise _err(call, _ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                       f"{ptr:#x} is memory of device {self._ordinal(a.device)}, used on device "
+                       f"{self._ordinal(device)}")
 
     def check_guards(self):
         with self._lock:
@@ -378,12 +434,14 @@ class FakeDriver:
                 return a
         return None
 
-    def _dev(self, call, x, nbytes):
-        """A device pointer (DeviceBuffer or int) whose [ptr, ptr+nbytes) is live device memory."""
+    def _dev(self, call, x, nbytes, stream=None):
+        """A device pointer (DeviceBuffer or int) whose [ptr, ptr+nbytes) is live device memory
+        (of the stream's device when a stream is given)."""
         ptr = x.ptr if isinstance(x, self._Alloc) else int(x)
         if self._find(ptr, nbytes) is None:
             raise _err(call, _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
                        f"[{ptr:#x}, +{nbytes}) is not inside a live device buffer")
+        self._on_device(call, ptr, nbytes, getattr(stream, "device", None))
         return ptr
 
     def _host(self, call, x, nbytes):
@@ -433,22 +491,22 @@ class FakeDriver:
 
     # ---------------------------------------------------------------- copies and memsets
     def copy_htod(self, dst, src, nbytes, stream):
-        d = self._dev("cuMemcpyHtoDAsync", dst, nbytes)
+        d = self._dev("cuMemcpyHtoDAsync", dst, nbytes, stream)
         ctypes.memmove(d, self._host("cuMemcpyHtoDAsync", src, nbytes), nbytes)
 
     def copy_dtoh(self, dst, src, nbytes, stream):
-        s = self._dev("cuMemcpyDtoHAsync", src, nbytes)
+        s = self._dev("cuMemcpyDtoHAsync", src, nbytes, stream)
         ctypes.memmove(self._host("cuMemcpyDtoHAsync", dst, nbytes), s, nbytes)
 
     def copy_dtod(self, dst, src, nbytes, stream):
-        ctypes.memmove(self._dev("cuMemcpyDtoDAsync", dst, nbytes),
-                       self._dev("cuMemcpyDtoDAsync", src, nbytes), nbytes)
+        ctypes.memmove(self._dev("cuMemcpyDtoDAsync", dst, nbytes, stream),
+                       self._dev("cuMemcpyDtoDAsync", src, nbytes, stream), nbytes)
 
     def memset_d8(self, ptr, value, nbytes, stream):
-        ctypes.memset(self._dev("cuMemsetD8Async", ptr, nbytes), value & 0xFF, nbytes)
+        ctypes.memset(self._dev("cuMemsetD8Async", ptr, nbytes, stream), value & 0xFF, nbytes)
 
     def memset_d32(self, ptr, value, count, stream):
-        p = self._dev("cuMemsetD32Async", ptr, 4 * count)
+        p = self._dev("cuMemsetD32Async", ptr, 4 * count, stream)
         np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(p))[:] = value & 0xFFFFFFFF
 
     # ---------------------------------------------------------------- cuzk._cuda_ntt
