@@ -655,6 +655,7 @@ def test_streamed_keys_of_one_pk_share_its_page_lock(fake, monkeypatch):
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
     monkeypatch.setattr(sc, "_pins", {})
+    monkeypatch.setattr(fake, "registered", {})       # this test's page-locks only
     r1cs, inputs, aux = porep_like(6, 13)
     pk = keygen_random(r1cs, seed=13)
     asg = r1cs.assignment(inputs, aux)
@@ -891,6 +892,7 @@ def test_cuda_stages_c_upload(fake, monkeypatch, caplog, mode):
     import cuzk._stages._cuda as sc
     _install_stages(fake, monkeypatch)
     monkeypatch.setattr(sc, "_pin_refused", [])
+    monkeypatch.setattr(fake, "registered", {})       # this test's page-locks only
     r1cs, inputs, aux = porep_like(8, 12)
     pk = keygen_random(r1cs, seed=12)
     asg = r1cs.assignment(inputs, aux)
@@ -1628,6 +1630,7 @@ def test_engine_on_two_devices(fake, monkeypatch, where):
     _install_stages(fake, monkeypatch)
     monkeypatch.setattr(fake, "devices", 2)
     monkeypatch.setattr(sc, "_pins", {})
+    monkeypatch.setattr(fake, "registered", {})       # this test's page-locks only
     r1cs, inputs, aux = porep_like(6, 10)
     pk = keygen_random(r1cs, seed=10)
     asg = r1cs.assignment(inputs, aux)
@@ -1799,3 +1802,78 @@ def test_resident_key_round_trips(fake, monkeypatch, tmp_path):
         assert np.array_equal(back, host), q
     key.release()
     assert _STAGE_CHUNK >= 1 << 20
+
+
+# ---- stream order: the stages' waits checked by running the streams out of order ---------------
+
+_REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded, engine workers)
+    "early": (6, {}, "device", 0),
+    "normal": (6, {"early_h": False}, "device", 0),
+    "one-stream": (6, {"streams": 1, "early_h": False}, "device", 0),
+    "side-scratch": (8, {"early_h": False}, "device", 0),
+    "streamed": (6, {"stream_chunk": 64 * 192}, "host", 0),
+    "streamed-h3": (6, {"stream_chunk": 64 * 192, "h_buffers": 3}, "host", 0),
+    "streamed-h2-register": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"},
+                             "host", 0),
+    "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
+    "engine": (6, {}, "device", 2),
+    "engine-streamed": (6, {"stream_chunk": 64 * 192}, "host", 2),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("case", list(_REORDER_CASES))
+def test_stream_order_reordered(fake, monkeypatch, case, seed):
+    """The stages' proofs with the emulated streams run out of order (``FakeDriver.reordered``:
+    each stream in order, after the events it waits for, otherwise in a random interleaving, and
+    a host wait runs only what it needs): every proof has the CPU backend's bytes, for the
+    early, normal and one-stream plans, the tails' scratch in a, b, c's buffer, a streamed key
+    (H in 4, 3 and 2 buffers, c page-locked in place), a partly resident key with its side
+    stream, and the engine's two workers sharing a resident or a streamed key.  In call order
+    (every other test here) a missing event wait, a buffer freed or reused while another stream
+    may still use it, or a host read before its copy is waited for cannot show; here it gives
+    other bytes or an emulator error (checked by removing the compute stream's wait for the side
+    stream's last mark: every seed fails)."""
+    import cuzk
+    import cuzk._stages._cuda as sc
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "_pins", {})
+    monkeypatch.setattr(fake, "registered", {})       # this test's page-locks only
+    log_n, opts, where, workers = _REORDER_CASES[case]
+    r1cs, inputs, aux = porep_like(log_n, 30 + seed)
+    pk = keygen_random(r1cs, seed=30 + seed)
+    asg = r1cs.assignment(inputs, aux)
+    rs = [(70 + i, 80 + i) for i in range(3)]
+    st = CudaStages(threads=1, b_g2="gpu", **opts)
+    p = (0.02, 0.1, 0.3)[seed % 3]          # how eagerly queued work runs between host waits
+    with fake.reordered(seed, p=p) as order:
+        if workers:
+            if where == "host":
+                _keys_in_host(st, monkeypatch)
+            with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=workers,
+                             lock_mode="two-lock", stages=lambda i: st, threads=1) as eng:
+                key = eng.load(pk, progress=False)
+                out = eng.submit(key, [asg] * len(rs), randomizers=rs).result(600)
+            got = [out[192 * i:192 * (i + 1)] for i in range(len(rs))]
+        else:
+            budget = Budget(None, "reordered")
+            ctx = st.context(budget=budget)
+            if isinstance(where, tuple):
+                key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=where,
+                                  h_head=opts.get("split_side", False))
+            else:
+                key = st.load_key(pk, budget=budget, where=where)
+            try:
+                got = [st.prove_one(key, asg, ctx, r, s_)[0] for r, s_ in rs[:2]]
+            finally:
+                key.release()
+                ctx.close()
+            assert budget.used == 0
+        assert order.out_of_order > 0               # it did run out of call order
+    assert got == [prove(pk, asg, r, s_, backend="cpu") for r, s_ in rs[:len(got)]], (case, seed)
+    assert not sc._pins and not fake.registered

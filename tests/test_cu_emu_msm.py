@@ -728,3 +728,23 @@ def test_msm_g2_indexed_precomputed(gpu_msm, rng):
     sc = dist_scalars(rng, 40, "uniform")
     got = gpu_msm.msm_g2_indexed(pts, sc, idx, c=4, k=2, segment=3)
     assert np.array_equal(got, cpu_msm(pts, sc, "g2", idx))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_msm_reordered(gpu_msm, fake, rng, seed):
+    """The MSM front end with the emulated stream's work queued and run late
+    (``FakeDriver.reordered``): uploads, precomputed copies, sort, levels and windows enqueued on
+    one stream, the buffers freed stream-ordered; plain, precomputed and indexed MSMs keep the
+    CPU's sums, so nothing is read on the host or freed before the stream has run it."""
+    pts = points("g1", 120, seed=seed)
+    sc = dist_scalars(rng, 120, ("uniform", "bits90", "real_tail")[seed % 3])
+    rnd = random.Random(seed)
+    idx = np.array([rnd.randrange(120) for _ in range(90)], dtype=np.uint32)
+    with fake.reordered(seed, p=(0.02, 0.1, 0.3)[seed % 3]) as order:
+        got = [gpu_msm.msm_g1(pts, sc, c=5),
+               gpu_msm.msm_g1(pts, sc, c=4, k=3, segment=4),
+               gpu_msm.msm_g1_indexed(pts, sc[:90], idx, c=5, k=2, balance="flat")]
+    assert order.ran > 0
+    assert [g.tolist() for g in got] == [cpu_msm(pts, sc, "g1").tolist(),
+                                         cpu_msm(pts, sc, "g1").tolist(),
+                                         cpu_msm(pts, sc[:90], "g1", idx).tolist()]

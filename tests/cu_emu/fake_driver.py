@@ -20,14 +20,24 @@ device would make where they are cheap:
   is checked for handles crossing devices;
 * cuMemHostRegister refuses a byte range that overlaps one registered already
   (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712), as the driver does (two ranges that
-  only share a page are both accepted, as natively).
+  only share a page are both accepted, as natively);
+* ``with drv.reordered(seed):`` streams run out of order (``_Reorder``): every launch, copy,
+  memset and stream-ordered free is queued on its stream and runs later, in an order drawn
+  from ``seed`` among those CUDA allows (each stream in order, after the events it waits
+  for), and a host wait runs only what it waits for.  A missing event wait, a buffer freed
+  or a pinned buffer reused while another stream may still use it, or a host read before its
+  copy is waited for, then shows as wrong bytes or an error, where in-order emulation always
+  gets lucky.
 
 ``install(monkeypatch)`` points ``cuzk._cuda_ntt`` at the fake (driver, module
 loader and per-device state) through pytest's ``monkeypatch``, so the real driver
 is untouched and everything is restored after the test.
 """
 
+import collections
+import contextlib
 import ctypes
+import random
 import threading
 
 import numpy as np
@@ -118,6 +128,78 @@ class _Closable:
         self.close()
 
 
+class _Reorder:
+    """Streams run out of order: each stream's operations wait in its queue and run later, in a
+    random order CUDA allows (a stream's own in order, each after what its event waits name).
+    After each enqueue, ``wander`` may run a few ready heads at random.  A host wait,
+    ``flush(sid, pos)``, runs until stream sid has run its first ``pos`` operations: each step
+    either runs a random ready head (of any stream: other streams' work overtakes) or follows
+    the waits from sid's head to a runnable one; work no wait needs may stay queued.
+    Positions count a stream's operations from 1; (sid, 0) is always done.  Operations are
+    queued in call order, so what one waits for is always queued before it: no cycle."""
+
+    def __init__(self, seed, p=0.25, mix=0.5):
+        self.rng = random.Random(seed)
+        self.p, self.mix = p, mix
+        self.queues = {}        # sid -> deque of (pos, fn, deps, what)
+        self.enq = {}           # sid -> operations queued
+        self.done = {}          # sid -> operations run
+        self.ran = 0
+        self.out_of_order = 0   # operations run while another stream had work waiting
+
+    def tail(self, sid):
+        return (sid, self.enq.get(sid, 0))
+
+    def enqueue(self, sid, fn, deps=(), what=""):
+        pos = self.enq.get(sid, 0) + 1
+        self.enq[sid] = pos
+        self.queues.setdefault(sid, collections.deque()).append((pos, fn, tuple(deps), what))
+        self.wander()
+        return (sid, pos)
+
+    def _blocked(self, sid):
+        """The first unmet wait of stream sid's head, or None."""
+        for d in self.queues[sid][0][2]:
+            if self.done.get(d[0], 0) < d[1]:
+                return d
+        return None
+
+    def _ready(self):
+        return sorted(s for s, q in self.queues.items() if q and self._blocked(s) is None)
+
+    def _run(self, sid):
+        pos, fn, _, _ = self.queues[sid].popleft()
+        if any(q for s, q in self.queues.items() if s != sid):
+            self.out_of_order += 1
+        self.done[sid] = pos
+        self.ran += 1
+        fn()
+
+    def wander(self):
+        while self.rng.random() < self.p:
+            ready = self._ready()
+            if not ready:
+                return
+            self._run(self.rng.choice(ready))
+
+    def flush(self, sid, pos):
+        while self.done.get(sid, 0) < pos:
+            if self.rng.random() < self.mix:
+                self._run(self.rng.choice(self._ready()))   # some head is ready: a DAG
+                continue
+            s = sid
+            while True:                 # from sid's head along the waits to a runnable head
+                d = self._blocked(s)
+                if d is None:
+                    break
+                s = d[0]
+            self._run(s)
+
+    def flush_all(self):
+        for s in sorted(self.queues):
+            self.flush(s, self.enq[s])
+
+
 class FakeDriver:
     """The driver API subset used by cuzk._cuda_ntt, over host memory and the emulator."""
 
@@ -130,6 +212,7 @@ class FakeDriver:
         self.waits = []             # (stream, event) of every Stream.wait_event
         self._live = {}             # id -> _Alloc (device buffers and pinned buffers)
         self._lock = threading.RLock()
+        self.order = None           # a _Reorder while ``reordered`` is on; None: in call order
         drv = self
 
         # ------------------------------------------------------------ memory
@@ -179,14 +262,21 @@ class FakeDriver:
             def contains(self, ptr, nbytes):
                 return self._ptr <= ptr and ptr + nbytes <= self._ptr + self._nbytes
 
-            def close(self):
-                if self.closed:
-                    return
+            def _poison(self):
                 self.check_guards()
                 self._raw[self._off:self._off + self._nbytes] = _POISON
                 with drv._lock:
                     drv._live.pop(id(self), None)
+
+            def close(self):
+                """Free now (cuMemFree, cuMemFreeHost: they wait for the device's work first)."""
+                if self.closed:
+                    return
                 self.closed = True
+                with drv._lock:
+                    if drv.order is not None:
+                        drv.order.flush_all()
+                    self._poison()
 
             def free(self, stream=None):
                 self.close()
@@ -214,14 +304,33 @@ class FakeDriver:
                 a = a[: self._nbytes // dt.itemsize * dt.itemsize].view(dt)
                 return a if shape is None else a.reshape(shape)
 
+        class _PoolBuffer(DeviceBuffer):
+            stream = None
+
+            def free(self, stream=None):
+                """cuMemFreeAsync on ``stream`` (default: the allocation stream; a closed one:
+                at once, on the thread's default stream, which no other stream waits for)."""
+                if self.closed:
+                    return
+                self.closed = True
+                s = stream if stream is not None else self.stream
+                with drv._lock:
+                    if s is None or getattr(s, "closed", False):
+                        self._poison()      # the per-thread stream: ordered after nothing queued
+                    else:
+                        drv._do(s, self._poison, "free")
+
+            def close(self):
+                self.free()
+
         class MemPool:
             def __init__(self, device, release_threshold=2**64 - 1, create=False):
                 self.device = device
 
             def alloc(self, nbytes, stream):
                 drv._same_device("cuMemAllocFromPoolAsync", self.device, stream)
-                b = DeviceBuffer(nbytes)
-                b.device, b.pool = self.device, self
+                b = _PoolBuffer(nbytes)
+                b.device, b.pool, b.stream = self.device, self, stream
                 return b
 
             def trim(self, keep_bytes=0):
@@ -266,7 +375,9 @@ class FakeDriver:
                 pass
 
             def synchronize(self):
-                pass
+                with drv._lock:
+                    if drv.order is not None:
+                        drv.order.flush_all()
 
             def mem_info(self):
                 return self.total_mem, self.total_mem
@@ -282,15 +393,26 @@ class FakeDriver:
             handle = property(lambda self: id(self))
 
             def synchronize(self):
-                pass
+                with drv._lock:
+                    if drv.order is not None:
+                        drv.order.flush(*drv.order.tail(id(self)))
 
             def wait_event(self, event):
                 if not isinstance(event, Event):
                     raise TypeError(f"wait_event needs an Event, got {type(event).__name__}")
                 drv.waits.append((self, event))
+                with drv._lock:     # the event's latest record, as at this call (or nothing)
+                    at = getattr(event, "at", None)
+                    if drv.order is not None and at is not None:
+                        drv.order.enqueue(id(self), lambda: None, (at,), "wait")
 
             def query(self):
-                return True
+                with drv._lock:
+                    if drv.order is None:
+                        return True
+                    drv.order.wander()
+                    sid, pos = drv.order.tail(id(self))
+                    return drv.order.done.get(sid, 0) >= pos
 
         class Event(_Closable):
             def __init__(self, device, timing=True, blocking_sync=False):
@@ -304,12 +426,22 @@ class FakeDriver:
                     drv._same_device("cuEventRecord", self.device, stream, _INVALID_HANDLE)
                 # where and after how many launches: what a wait on it orders after
                 self.recorded = (stream, len(drv.launches))
+                with drv._lock:     # reordered: the stream's position a wait or sync orders after
+                    self.at = (drv.order.tail(id(stream)) if drv.order is not None
+                               and stream is not None else None)
 
             def synchronize(self):
-                pass
+                with drv._lock:
+                    if drv.order is not None and getattr(self, "at", None) is not None:
+                        drv.order.flush(*self.at)
 
             def query(self):
-                return True
+                with drv._lock:
+                    at = getattr(self, "at", None)
+                    if drv.order is None or at is None:
+                        return True
+                    drv.order.wander()
+                    return drv.order.done.get(at[0], 0) >= at[1]
 
             @staticmethod
             def elapsed_ms(start, end):
@@ -344,8 +476,17 @@ class FakeDriver:
                                        getattr(stream, "device", dev))
                 drv.launches.append((self.name, g, b, shmem, [v for _, v in packed]))
                 drv.launch_streams.append(stream)
-                drv.emu.launch(self.name, g, b, shmem, packed)
-                drv.check_guards()
+                name = self.name
+
+                def run():
+                    for i, (fmt, v) in enumerate(packed):     # still live when it runs
+                        if fmt == "P" and v and drv._find(v, 1, ("device", "pinned")) is None:
+                            raise _err("cuLaunchKernel", _ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                                       f"{name}: argument {i} = {v:#x} was freed before the kernel ran")
+                    drv.emu.launch(name, g, b, shmem, packed)
+                    drv.check_guards()
+                with drv._lock:
+                    drv._do(stream, run, name)
 
         class Module:
             def __init__(self, device=None):
@@ -490,24 +631,107 @@ class FakeDriver:
         return fmt, v
 
     # ---------------------------------------------------------------- copies and memsets
+    def _do(self, stream, fn, what, sync=False):
+        """Run ``fn`` in stream order: now in call order; reordered, queued on ``stream`` (None:
+        the legacy stream, which waits for everything queued first), or with ``sync`` (a
+        call that returns once done) after the stream's earlier work.  Caller holds _lock."""
+        order = self.order
+        if order is None:
+            fn()
+        elif stream is None:
+            order.flush_all()
+            fn()
+        elif sync:
+            order.flush(*order.tail(id(stream)))
+            fn()
+        else:
+            order.enqueue(id(stream), fn, (), what)
+
+    def _pinned(self, ptr, nbytes):
+        """Whether host [ptr, +nbytes) is page-locked (a pinned buffer or a registered range):
+        the DMA then reads or writes it when the copy runs, not when it is called."""
+        if self._find(ptr, nbytes, ("pinned",)) is not None:
+            return True
+        return any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.registered.values())
+
+    def _host_live(self, call, ptr, nbytes):
+        if not self._pinned(ptr, nbytes):
+            raise _err(call, _ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                       f"host [{ptr:#x}, +{nbytes}) was unpinned or freed before the copy ran")
+
     def copy_htod(self, dst, src, nbytes, stream):
         d = self._dev("cuMemcpyHtoDAsync", dst, nbytes, stream)
-        ctypes.memmove(d, self._host("cuMemcpyHtoDAsync", src, nbytes), nbytes)
+        h = self._host("cuMemcpyHtoDAsync", src, nbytes)
+        with self._lock:
+            if self.order is not None and stream is not None and self._pinned(h, nbytes):
+                def run():              # the DMA reads the page-locked source when it runs
+                    self._host_live("cuMemcpyHtoDAsync", h, nbytes)
+                    self._dev("cuMemcpyHtoDAsync", d, nbytes)
+                    ctypes.memmove(d, h, nbytes)
+            else:                       # pageable: read at the call, written in stream order
+                data = ctypes.string_at(h, nbytes) if self.order is not None else None
+
+                def run():
+                    self._dev("cuMemcpyHtoDAsync", d, nbytes)
+                    ctypes.memmove(d, h if data is None else data, nbytes)
+            self._do(stream, run, "htod")
 
     def copy_dtoh(self, dst, src, nbytes, stream):
         s = self._dev("cuMemcpyDtoHAsync", src, nbytes, stream)
-        ctypes.memmove(self._host("cuMemcpyDtoHAsync", dst, nbytes), s, nbytes)
+        h = self._host("cuMemcpyDtoHAsync", dst, nbytes)
+        with self._lock:
+            pinned = self._pinned(h, nbytes)
+
+            def run():
+                if pinned:
+                    self._host_live("cuMemcpyDtoHAsync", h, nbytes)
+                self._dev("cuMemcpyDtoHAsync", s, nbytes)
+                ctypes.memmove(h, s, nbytes)
+            # into pageable memory the call returns once the copy is done
+            self._do(stream, run, "dtoh", sync=not pinned)
 
     def copy_dtod(self, dst, src, nbytes, stream):
-        ctypes.memmove(self._dev("cuMemcpyDtoDAsync", dst, nbytes, stream),
-                       self._dev("cuMemcpyDtoDAsync", src, nbytes, stream), nbytes)
+        d = self._dev("cuMemcpyDtoDAsync", dst, nbytes, stream)
+        s = self._dev("cuMemcpyDtoDAsync", src, nbytes, stream)
+
+        def run():
+            ctypes.memmove(self._dev("cuMemcpyDtoDAsync", d, nbytes),
+                           self._dev("cuMemcpyDtoDAsync", s, nbytes), nbytes)
+        with self._lock:
+            self._do(stream, run, "dtod")
 
     def memset_d8(self, ptr, value, nbytes, stream):
-        ctypes.memset(self._dev("cuMemsetD8Async", ptr, nbytes, stream), value & 0xFF, nbytes)
+        p = self._dev("cuMemsetD8Async", ptr, nbytes, stream)
+        with self._lock:
+            self._do(stream, lambda: ctypes.memset(self._dev("cuMemsetD8Async", p, nbytes),
+                                                   value & 0xFF, nbytes), "memset")
 
     def memset_d32(self, ptr, value, count, stream):
         p = self._dev("cuMemsetD32Async", ptr, 4 * count, stream)
-        np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(p))[:] = value & 0xFFFFFFFF
+
+        def run():
+            q = self._dev("cuMemsetD32Async", p, 4 * count)
+            np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(q))[:] = value & 0xFFFFFFFF
+        with self._lock:
+            self._do(stream, run, "memset")
+
+    @contextlib.contextmanager
+    def reordered(self, seed, p=0.25, mix=0.5):
+        """Streams run out of order inside the block (``_Reorder``); everything queued runs at
+        its end.  Yields the ``_Reorder`` (``ran``, ``out_of_order``: evidence that it did)."""
+        with self._lock:
+            if self.order is not None:
+                raise RuntimeError("reordered() does not nest")
+            self.order = _Reorder(seed, p, mix)
+            order = self.order
+        try:
+            yield order
+        finally:
+            with self._lock:
+                try:
+                    order.flush_all()
+                finally:
+                    self.order = None
 
     # ---------------------------------------------------------------- cuzk._cuda_ntt
     def install(self, monkeypatch, states=None, module="cuzk._cuda_ntt"):
