@@ -333,6 +333,7 @@ def test_h_stage_c_from_ab(gpu, rng, lg):
     want = cpu_h_ref(a, b, _field.mul(a, b, "fr"))
 
     def run(st, comp, lg_n, bufs, h, events):
+        comp.wait_event(events[2])      # the helper's c upload lands first (A~ goes into d_c)
         for step in ("a", "rest"):
             st.h_passes(comp, lg_n, bufs[0], bufs[1], bufs[2], h, events, c_from_ab=True, steps=(step,))
         return h
@@ -357,6 +358,7 @@ def test_h_stage_abc_three_buffers(gpu, monkeypatch, rng, lg, deep, tile):
     want = cpu_h_ref(a, b, _field.mul(a, b, "fr"))
 
     def run(st, comp, lg_n, bufs, h, events):
+        comp.wait_event(events[2])      # the helper's c upload lands first (the stages upload none)
         for step in ("a", "rest"):
             gpu.h_stage_abc(bufs[0], bufs[1], bufs[2], n, stream=comp, steps=(step,),
                             ready=events[:2], deep=deep)
@@ -393,6 +395,7 @@ def test_h_stage_ab_two_buffers(gpu, monkeypatch, rng, lg, deep, tile):
 
     def run(st, comp, lg_n, bufs, h, events):
         junk = rand_fr(rng, n)          # the third buffer: must not matter
+        comp.wait_event(events[2])      # after the helper's c upload into it (session 30's race)
         d.copy_htod(bufs[2], junk, n * 32, comp)
         gpu.h_stage_ab(bufs[0], bufs[1], n, stream=comp, steps=("a",), ready=events, deep=deep)
         spent = []
@@ -506,6 +509,26 @@ def test_h_tables_bytes_at_2_27():
 
 
 SNARKJS_H_CASES = [(None, 1), (None, 2), (None, 5), (None, 12), (4, 12), (9, 15)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_h_stage_reordered(gpu, fake, rng, seed):
+    """bellperson's and snarkjs's H with the emulated streams run out of order
+    (``FakeDriver.reordered``): a, b, c go through pinned staging on the upload stream, the
+    passes run on the compute stream after the uploads' events, and the staging is released
+    only after the upload stream is done: the CPU's H either way."""
+    from cuzk._native import _sparse
+    from cuzk._snarkjs_prover import ROOT_EXPONENT
+    n = 1 << (5, 9, 12)[seed - 1]
+    a, b, c = rand_fr(rng, n), rand_fr(rng, n), rand_fr(rng, n)
+    want_s = _sparse.snarkjs_h(a.copy(), b.copy(), c.copy(), ROOT_EXPONENT, threads=2)
+    with fake.reordered(seed, p=(0.02, 0.1, 0.3)[seed % 3]) as order:
+        got = gpu.h_stage(a, b, c)
+        got_s = gpu.snarkjs_h(a, b, c, ROOT_EXPONENT)
+    assert order.out_of_order > 0
+    assert_same(got, cpu_h_ref(a, b, c), f"H 2^{n.bit_length() - 1} reordered")
+    assert_same(got_s, want_s, f"snarkjs H 2^{n.bit_length() - 1} reordered")
 
 
 @needs_cpu

@@ -21,6 +21,11 @@ device would make where they are cheap:
 * cuMemHostRegister refuses a byte range that overlaps one registered already
   (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712), as the driver does (two ranges that
   only share a page are both accepted, as natively);
+* pool memory (cuMemAllocFromPoolAsync) is stream-ordered: a launch, copy or memset on
+  another stream that is not ordered after the allocation (an event waited for, or a host
+  wait, in between) fails, as it may find the memory still in use by the pool's previous
+  user on the allocating stream; and a stream-ordered free must be ordered after every use of
+  the buffer on other streams (the pool may hand it out again at once);
 * ``with drv.reordered(seed):`` streams run out of order (``_Reorder``): every launch, copy,
   memset and stream-ordered free is queued on its stream and runs later, in an order drawn
   from ``seed`` among those CUDA allows (each stream in order, after the events it waits
@@ -213,6 +218,10 @@ class FakeDriver:
         self._live = {}             # id -> _Alloc (device buffers and pinned buffers)
         self._lock = threading.RLock()
         self.order = None           # a _Reorder while ``reordered`` is on; None: in call order
+        # happens-before, kept in either mode: a vector clock per stream (what of every stream
+        # its next operation is ordered after: its own operations, the events it waited for,
+        # and what the host had waited for when it enqueued) and the host's
+        self.vc, self.ops, self.host_vc = {}, {}, {}
         drv = self
 
         # ------------------------------------------------------------ memory
@@ -316,9 +325,11 @@ class FakeDriver:
                 s = stream if stream is not None else self.stream
                 with drv._lock:
                     if s is None or getattr(s, "closed", False):
+                        drv._freed_after_uses(self, None)
                         self._poison()      # the per-thread stream: ordered after nothing queued
                     else:
-                        drv._do(s, self._poison, "free")
+                        drv._do(s, self._poison, "free", ptrs=((self._ptr, "the freed buffer"),),
+                                freed=self)
 
             def close(self):
                 self.free()
@@ -331,6 +342,10 @@ class FakeDriver:
                 drv._same_device("cuMemAllocFromPoolAsync", self.device, stream)
                 b = _PoolBuffer(nbytes)
                 b.device, b.pool, b.stream = self.device, self, stream
+                b.uses = {}         # stream -> its last operation that used the buffer
+                if stream is not None:
+                    with drv._lock:
+                        b.alloc_at = (id(stream), drv._tick(stream))
                 return b
 
             def trim(self, keep_bytes=0):
@@ -378,6 +393,8 @@ class FakeDriver:
                 with drv._lock:
                     if drv.order is not None:
                         drv.order.flush_all()
+                    for vc in drv.vc.values():
+                        drv._join(drv.host_vc, vc)
 
             def mem_info(self):
                 return self.total_mem, self.total_mem
@@ -396,23 +413,33 @@ class FakeDriver:
                 with drv._lock:
                     if drv.order is not None:
                         drv.order.flush(*drv.order.tail(id(self)))
+                    drv._join(drv.host_vc, drv.vc.get(id(self), {}))
 
             def wait_event(self, event):
                 if not isinstance(event, Event):
                     raise TypeError(f"wait_event needs an Event, got {type(event).__name__}")
                 drv.waits.append((self, event))
                 with drv._lock:     # the event's latest record, as at this call (or nothing)
+                    drv._join(drv.vc.setdefault(id(self), {}), getattr(event, "vc", {}))
                     at = getattr(event, "at", None)
                     if drv.order is not None and at is not None:
                         drv.order.enqueue(id(self), lambda: None, (at,), "wait")
 
             def query(self):
                 with drv._lock:
-                    if drv.order is None:
-                        return True
-                    drv.order.wander()
-                    sid, pos = drv.order.tail(id(self))
-                    return drv.order.done.get(sid, 0) >= pos
+                    if drv.order is not None:
+                        drv.order.wander()
+                        sid, pos = drv.order.tail(id(self))
+                        if drv.order.done.get(sid, 0) < pos:
+                            return False
+                    drv._join(drv.host_vc, drv.vc.get(id(self), {}))
+                    return True
+
+            def close(self):
+                """cuStreamSynchronize, then cuStreamDestroy (as the native Stream.close)."""
+                if not self.closed:
+                    self.synchronize()
+                    self.closed = True
 
         class Event(_Closable):
             def __init__(self, device, timing=True, blocking_sync=False):
@@ -429,19 +456,25 @@ class FakeDriver:
                 with drv._lock:     # reordered: the stream's position a wait or sync orders after
                     self.at = (drv.order.tail(id(stream)) if drv.order is not None
                                and stream is not None else None)
+                    if stream is not None:
+                        drv._tick(stream)
+                        self.vc = dict(drv.vc[id(stream)])
 
             def synchronize(self):
                 with drv._lock:
                     if drv.order is not None and getattr(self, "at", None) is not None:
                         drv.order.flush(*self.at)
+                    drv._join(drv.host_vc, getattr(self, "vc", {}))
 
             def query(self):
                 with drv._lock:
                     at = getattr(self, "at", None)
-                    if drv.order is None or at is None:
-                        return True
-                    drv.order.wander()
-                    return drv.order.done.get(at[0], 0) >= at[1]
+                    if drv.order is not None and at is not None:
+                        drv.order.wander()
+                        if drv.order.done.get(at[0], 0) < at[1]:
+                            return False
+                    drv._join(drv.host_vc, getattr(self, "vc", {}))
+                    return True
 
             @staticmethod
             def elapsed_ms(start, end):
@@ -486,7 +519,9 @@ class FakeDriver:
                     drv.emu.launch(name, g, b, shmem, packed)
                     drv.check_guards()
                 with drv._lock:
-                    drv._do(stream, run, name)
+                    drv._do(stream, run, name, ptrs=[(v, f"{name}: argument {i}")
+                                                     for i, (fmt, v) in enumerate(packed)
+                                                     if fmt == "P" and v])
 
         class Module:
             def __init__(self, device=None):
@@ -631,10 +666,62 @@ class FakeDriver:
         return fmt, v
 
     # ---------------------------------------------------------------- copies and memsets
-    def _do(self, stream, fn, what, sync=False):
+    @staticmethod
+    def _join(dst, src):
+        for k, v in src.items():
+            if dst.get(k, 0) < v:
+                dst[k] = v
+
+    def _tick(self, stream):
+        """One operation on ``stream``: its clock takes in what the host has waited for, then
+        counts the operation; returns the operation's number on its stream.  Caller holds _lock."""
+        sid = id(stream)
+        vc = self.vc.setdefault(sid, {})
+        self._join(vc, self.host_vc)
+        self.ops[sid] = vc[sid] = self.ops.get(sid, 0) + 1
+        return vc[sid]
+
+    def _use(self, stream, ptr, what):
+        """Pool memory at ``ptr`` used on ``stream`` (after ``_tick``): that stream must be
+        ordered after the allocation (cuMemAllocFromPoolAsync is stream-ordered); the use is
+        remembered for the free.  Caller holds _lock."""
+        a = self._find(ptr, 1)
+        at = getattr(a, "alloc_at", None)
+        if at is None:
+            return
+        sid = id(stream)
+        if at[0] != sid and self.vc[sid].get(at[0], 0) < at[1]:
+            raise _err("stream order", _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                       f"{what}: pool memory at {ptr:#x} allocated on another stream is used "
+                       f"on this one with no event or host wait after its allocation")
+        a.uses[sid] = self.ops[sid]
+
+    def _freed_after_uses(self, buf, stream):
+        """A stream-ordered free on ``stream`` (None: on a stream no other waits for, after the
+        host's waits) must be ordered after every use of the buffer on other streams, or the
+        pool may hand the memory out while they still run.  Caller holds _lock."""
+        vc = self.host_vc if stream is None else self.vc[id(stream)]
+        for sid, pos in buf.uses.items():
+            if (stream is None or sid != id(stream)) and vc.get(sid, 0) < pos:
+                raise _err("stream order", _INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE",
+                           f"pool memory at {buf._ptr:#x} freed with no event or host wait after "
+                           f"its use on another stream")
+
+    def _do(self, stream, fn, what, sync=False, ptrs=(), freed=None):
         """Run ``fn`` in stream order: now in call order; reordered, queued on ``stream`` (None:
         the legacy stream, which waits for everything queued first), or with ``sync`` (a
-        call that returns once done) after the stream's earlier work.  Caller holds _lock."""
+        call that returns once done) after the stream's earlier work.  ``ptrs``: (device
+        address, label) it uses, each checked to be ordered after its pool allocation;
+        ``freed``: the pool buffer it frees, checked to be ordered after its uses.
+        Caller holds _lock."""
+        if stream is not None:
+            self._tick(stream)
+            if freed is not None:
+                self._freed_after_uses(freed, stream)
+            for ptr, label in ptrs:
+                self._use(stream, ptr, label)
+            if sync:            # the call returns once done: the host has waited for it
+                self._join(self.host_vc, self.vc[id(stream)])
         order = self.order
         if order is None:
             fn()
@@ -674,7 +761,7 @@ class FakeDriver:
                 def run():
                     self._dev("cuMemcpyHtoDAsync", d, nbytes)
                     ctypes.memmove(d, h if data is None else data, nbytes)
-            self._do(stream, run, "htod")
+            self._do(stream, run, "htod", ptrs=((d, "cuMemcpyHtoDAsync"),))
 
     def copy_dtoh(self, dst, src, nbytes, stream):
         s = self._dev("cuMemcpyDtoHAsync", src, nbytes, stream)
@@ -688,7 +775,7 @@ class FakeDriver:
                 self._dev("cuMemcpyDtoHAsync", s, nbytes)
                 ctypes.memmove(h, s, nbytes)
             # into pageable memory the call returns once the copy is done
-            self._do(stream, run, "dtoh", sync=not pinned)
+            self._do(stream, run, "dtoh", sync=not pinned, ptrs=((s, "cuMemcpyDtoHAsync"),))
 
     def copy_dtod(self, dst, src, nbytes, stream):
         d = self._dev("cuMemcpyDtoDAsync", dst, nbytes, stream)
@@ -698,13 +785,14 @@ class FakeDriver:
             ctypes.memmove(self._dev("cuMemcpyDtoDAsync", d, nbytes),
                            self._dev("cuMemcpyDtoDAsync", s, nbytes), nbytes)
         with self._lock:
-            self._do(stream, run, "dtod")
+            self._do(stream, run, "dtod", ptrs=((d, "cuMemcpyDtoDAsync"), (s, "cuMemcpyDtoDAsync")))
 
     def memset_d8(self, ptr, value, nbytes, stream):
         p = self._dev("cuMemsetD8Async", ptr, nbytes, stream)
         with self._lock:
             self._do(stream, lambda: ctypes.memset(self._dev("cuMemsetD8Async", p, nbytes),
-                                                   value & 0xFF, nbytes), "memset")
+                                                   value & 0xFF, nbytes), "memset",
+                     ptrs=((p, "cuMemsetD8Async"),))
 
     def memset_d32(self, ptr, value, count, stream):
         p = self._dev("cuMemsetD32Async", ptr, 4 * count, stream)
@@ -713,7 +801,7 @@ class FakeDriver:
             q = self._dev("cuMemsetD32Async", p, 4 * count)
             np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(q))[:] = value & 0xFFFFFFFF
         with self._lock:
-            self._do(stream, run, "memset")
+            self._do(stream, run, "memset", ptrs=((p, "cuMemsetD32Async"),))
 
     @contextlib.contextmanager
     def reordered(self, seed, p=0.25, mix=0.5):
