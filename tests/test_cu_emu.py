@@ -1836,6 +1836,7 @@ _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loade
     "side-scratch": (8, {"early_h": False}, "device", 0),
     "streamed": (6, {"stream_chunk": 64 * 192}, "host", 0),
     "streamed-h3": (6, {"stream_chunk": 64 * 192, "h_buffers": 3}, "host", 0),
+    "streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host", 0),
     "streamed-h2-register": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"},
                              "host", 0),
     "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
@@ -1851,12 +1852,12 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     each stream in order, after the events it waits for, otherwise in a random interleaving, and
     a host wait runs only what it needs): every proof has the CPU backend's bytes, for the
     early, normal and one-stream plans, the tails' scratch in a, b, c's buffer, a streamed key
-    (H in 4, 3 and 2 buffers, c page-locked in place), a partly resident key with its side
-    stream, and the engine's two workers sharing a resident or a streamed key.  In call order
-    (every other test here) a missing event wait, a buffer freed or reused while another stream
-    may still use it, or a host read before its copy is waited for cannot show; here it gives
-    other bytes or an emulator error (checked by removing the compute stream's wait for the side
-    stream's last mark: every seed fails)."""
+    (H in 4, 3 and 2 buffers; c through the ring or page-locked in place), a partly resident
+    key with its side stream, and the engine's two workers sharing a resident or a streamed
+    key.  In call order (every other test here) a missing event wait, a buffer reused while
+    another stream may still use it, or a host read before its copy is waited for cannot
+    show; here it gives other bytes or an emulator error (checked by removing the compute
+    stream's wait for the side stream's last mark: every seed with a side stream fails)."""
     import cuzk
     import cuzk._stages._cuda as sc
     from cuzk._budget import Budget
