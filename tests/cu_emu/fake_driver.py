@@ -146,7 +146,7 @@ class _Reorder:
     def __init__(self, seed, p=0.25, mix=0.5):
         self.rng = random.Random(seed)
         self.p, self.mix = p, mix
-        self.queues = {}        # sid -> deque of (pos, fn, deps, what)
+        self.queues = {}        # sid -> deque of (pos, fn, deps)
         self.enq = {}           # sid -> operations queued
         self.done = {}          # sid -> operations run
         self.ran = 0
@@ -155,10 +155,10 @@ class _Reorder:
     def tail(self, sid):
         return (sid, self.enq.get(sid, 0))
 
-    def enqueue(self, sid, fn, deps=(), what=""):
+    def enqueue(self, sid, fn, deps=()):
         pos = self.enq.get(sid, 0) + 1
         self.enq[sid] = pos
-        self.queues.setdefault(sid, collections.deque()).append((pos, fn, tuple(deps), what))
+        self.queues.setdefault(sid, collections.deque()).append((pos, fn, tuple(deps)))
         self.wander()
         return (sid, pos)
 
@@ -173,7 +173,7 @@ class _Reorder:
         return sorted(s for s, q in self.queues.items() if q and self._blocked(s) is None)
 
     def _run(self, sid):
-        pos, fn, _, _ = self.queues[sid].popleft()
+        pos, fn, _ = self.queues[sid].popleft()
         if any(q for s, q in self.queues.items() if s != sid):
             self.out_of_order += 1
         self.done[sid] = pos
@@ -328,7 +328,7 @@ class FakeDriver:
                         drv._freed_after_uses(self, None)
                         self._poison()      # the per-thread stream: ordered after nothing queued
                     else:
-                        drv._do(s, self._poison, "free", ptrs=((self._ptr, "the freed buffer"),),
+                        drv._do(s, self._poison, ptrs=((self._ptr, "the freed buffer"),),
                                 freed=self)
 
             def close(self):
@@ -423,7 +423,7 @@ class FakeDriver:
                     drv._join(drv.vc.setdefault(id(self), {}), getattr(event, "vc", {}))
                     at = getattr(event, "at", None)
                     if drv.order is not None and at is not None:
-                        drv.order.enqueue(id(self), lambda: None, (at,), "wait")
+                        drv.order.enqueue(id(self), lambda: None, (at,))
 
             def query(self):
                 with drv._lock:
@@ -519,9 +519,9 @@ class FakeDriver:
                     drv.emu.launch(name, g, b, shmem, packed)
                     drv.check_guards()
                 with drv._lock:
-                    drv._do(stream, run, name, ptrs=[(v, f"{name}: argument {i}")
-                                                     for i, (fmt, v) in enumerate(packed)
-                                                     if fmt == "P" and v])
+                    drv._do(stream, run, ptrs=[(v, f"{name}: argument {i}")
+                                               for i, (fmt, v) in enumerate(packed)
+                                               if fmt == "P" and v])
 
         class Module:
             def __init__(self, device=None):
@@ -707,7 +707,7 @@ class FakeDriver:
                            f"pool memory at {buf._ptr:#x} freed with no event or host wait after "
                            f"its use on another stream")
 
-    def _do(self, stream, fn, what, sync=False, ptrs=(), freed=None):
+    def _do(self, stream, fn, sync=False, ptrs=(), freed=None):
         """Run ``fn`` in stream order: now in call order; reordered, queued on ``stream`` (None:
         the legacy stream, which waits for everything queued first), or with ``sync`` (a
         call that returns once done) after the stream's earlier work.  ``ptrs``: (device
@@ -732,7 +732,7 @@ class FakeDriver:
             order.flush(*order.tail(id(stream)))
             fn()
         else:
-            order.enqueue(id(stream), fn, (), what)
+            order.enqueue(id(stream), fn)
 
     def _pinned(self, ptr, nbytes):
         """Whether host [ptr, +nbytes) is page-locked (a pinned buffer or a registered range):
@@ -761,7 +761,7 @@ class FakeDriver:
                 def run():
                     self._dev("cuMemcpyHtoDAsync", d, nbytes)
                     ctypes.memmove(d, h if data is None else data, nbytes)
-            self._do(stream, run, "htod", ptrs=((d, "cuMemcpyHtoDAsync"),))
+            self._do(stream, run, ptrs=((d, "cuMemcpyHtoDAsync"),))
 
     def copy_dtoh(self, dst, src, nbytes, stream):
         s = self._dev("cuMemcpyDtoHAsync", src, nbytes, stream)
@@ -775,7 +775,7 @@ class FakeDriver:
                 self._dev("cuMemcpyDtoHAsync", s, nbytes)
                 ctypes.memmove(h, s, nbytes)
             # into pageable memory the call returns once the copy is done
-            self._do(stream, run, "dtoh", sync=not pinned, ptrs=((s, "cuMemcpyDtoHAsync"),))
+            self._do(stream, run, sync=not pinned, ptrs=((s, "cuMemcpyDtoHAsync"),))
 
     def copy_dtod(self, dst, src, nbytes, stream):
         d = self._dev("cuMemcpyDtoDAsync", dst, nbytes, stream)
@@ -785,13 +785,13 @@ class FakeDriver:
             ctypes.memmove(self._dev("cuMemcpyDtoDAsync", d, nbytes),
                            self._dev("cuMemcpyDtoDAsync", s, nbytes), nbytes)
         with self._lock:
-            self._do(stream, run, "dtod", ptrs=((d, "cuMemcpyDtoDAsync"), (s, "cuMemcpyDtoDAsync")))
+            self._do(stream, run, ptrs=((d, "cuMemcpyDtoDAsync"), (s, "cuMemcpyDtoDAsync")))
 
     def memset_d8(self, ptr, value, nbytes, stream):
         p = self._dev("cuMemsetD8Async", ptr, nbytes, stream)
         with self._lock:
             self._do(stream, lambda: ctypes.memset(self._dev("cuMemsetD8Async", p, nbytes),
-                                                   value & 0xFF, nbytes), "memset",
+                                                   value & 0xFF, nbytes),
                      ptrs=((p, "cuMemsetD8Async"),))
 
     def memset_d32(self, ptr, value, count, stream):
@@ -801,7 +801,7 @@ class FakeDriver:
             q = self._dev("cuMemsetD32Async", p, 4 * count)
             np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(q))[:] = value & 0xFFFFFFFF
         with self._lock:
-            self._do(stream, run, "memset", ptrs=((p, "cuMemsetD32Async"),))
+            self._do(stream, run, ptrs=((p, "cuMemsetD32Async"),))
 
     @contextlib.contextmanager
     def reordered(self, seed, p=0.25, mix=0.5):
