@@ -1829,7 +1829,8 @@ def test_resident_key_round_trips(fake, monkeypatch, tmp_path):
 
 # ---- stream order: the stages' waits checked by running the streams out of order ---------------
 
-_REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded, engine workers)
+_REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded, engine workers
+    #                             and lock mode)
     "early": (6, {}, "device", 0),
     "normal": (6, {"early_h": False}, "device", 0),
     "one-stream": (6, {"streams": 1, "early_h": False}, "device", 0),
@@ -1840,8 +1841,11 @@ _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loade
     "streamed-h2-register": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"},
                              "host", 0),
     "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
-    "engine": (6, {}, "device", 2),
-    "engine-streamed": (6, {"stream_chunk": 64 * 192}, "host", 2),
+    "engine": (6, {}, "device", (2, "two-lock")),
+    "engine-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "two-lock")),
+    "engine-narrow": (6, {}, "device", (2, "narrow")),
+    "engine-coarse-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "coarse")),
+    "engine3-streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host", (3, "two-lock")),
 }
 
 
@@ -1853,8 +1857,8 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     a host wait runs only what it needs): every proof has the CPU backend's bytes, for the
     early, normal and one-stream plans, the tails' scratch in a, b, c's buffer, a streamed key
     (H in 4, 3 and 2 buffers; c through the ring or page-locked in place), a partly resident
-    key with its side stream, and the engine's two workers sharing a resident or a streamed
-    key.  In call order (every other test here) a missing event wait, a buffer reused while
+    key with its side stream, and the engine's workers (two or three, each lock mode) sharing a
+    resident or a streamed key.  In call order (every other test here) a missing event wait, a buffer reused while
     another stream may still use it, or a host read before its copy is waited for cannot
     show; here it gives other bytes or an emulator error (checked by removing the compute
     stream's wait for the side stream's last mark: every seed with a side stream fails)."""
@@ -1877,10 +1881,11 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     p = (0.02, 0.1, 0.3)[seed % 3]          # how eagerly queued work runs between host waits
     with fake.reordered(seed, p=p) as order:
         if workers:
+            workers, mode = workers
             if where == "host":
                 _keys_in_host(st, monkeypatch)
             with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=workers,
-                             lock_mode="two-lock", stages=lambda i: st, threads=1) as eng:
+                             lock_mode=mode, stages=lambda i: st, threads=1) as eng:
                 key = eng.load(pk, progress=False)
                 out = eng.submit(key, [asg] * len(rs), randomizers=rs).result(600)
             got = [out[192 * i:192 * (i + 1)] for i in range(len(rs))]
