@@ -1841,6 +1841,7 @@ _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loade
     "streamed-h2-register": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"},
                              "host", 0),
     "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
+    "partly-split-refill": (8, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
     "engine": (6, {}, "device", (2, "two-lock")),
     "engine-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "two-lock")),
     "engine-narrow": (6, {}, "device", (2, "narrow")),
@@ -1857,11 +1858,13 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     a host wait runs only what it needs): every proof has the CPU backend's bytes, for the
     early, normal and one-stream plans, the tails' scratch in a, b, c's buffer, a streamed key
     (H in 4, 3 and 2 buffers; c through the ring or page-locked in place), a partly resident
-    key with its side stream, and the engine's workers (two or three, each lock mode) sharing a
-    resident or a streamed key.  In call order (every other test here) a missing event wait, a buffer reused while
-    another stream may still use it, or a host read before its copy is waited for cannot
-    show; here it gives other bytes or an emulator error (checked by removing the compute
-    stream's wait for the side stream's last mark: every seed with a side stream fails)."""
+    key with its side stream (its slots refilled or not), and the engine's workers (two or
+    three, each lock mode) sharing a resident or a streamed key.  In call order (every other
+    test here) a missing event wait, a buffer reused while another stream may still use it, or
+    a host read before its copy is waited for cannot show; here it gives other bytes or an
+    emulator error (checked by removing the compute stream's wait for the side stream's last
+    mark: every seed with a side stream fails; and the streamed key's wait before a slot
+    refill: every case that refills a slot fails)."""
     import cuzk
     import cuzk._stages._cuda as sc
     from cuzk._budget import Budget
@@ -1893,8 +1896,8 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
             budget = Budget(None, "reordered")
             ctx = st.context(budget=budget)
             if isinstance(where, tuple):
-                key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=where,
-                                  h_head=opts.get("split_side", False))
+                key = StreamedKey(pk, st.device, st.pool, budget, opts["stream_chunk"], 3,
+                                  resident=where, h_head=opts.get("split_side", False))
             else:
                 key = st.load_key(pk, budget=budget, where=where)
             try:
