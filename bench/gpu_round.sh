@@ -49,6 +49,7 @@
 #   (ENG27S_P=8 ENG27S_BUDGET=30 ENG27S_OPTS="--stage-options h_buffers=2,c_upload=register;h_buffers=2,c_upload=ring;h_buffers=2,c_upload=register")
 # Session 32: no machine lent (paused); prepared for a multi-GPU kind (nvidia-h100-x2 / h200-x2): multitests multi24
 #   multi27 (the engine on 1 and 2 devices in one process: MULTI_DEVICES=1,2), and session 31's calls above
+# Session 33: no machine could be started (14 refused requests); the calls above still to run
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
