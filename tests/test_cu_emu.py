@@ -1829,19 +1829,19 @@ def test_resident_key_round_trips(fake, monkeypatch, tmp_path):
 
 # ---- stream order: the stages' waits checked by running the streams out of order ---------------
 
-_REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded, engine workers
-    #                             and lock mode)
-    "early": (6, {}, "device", 0),
-    "normal": (6, {"early_h": False}, "device", 0),
-    "one-stream": (6, {"streams": 1, "early_h": False}, "device", 0),
-    "side-scratch": (8, {"early_h": False}, "device", 0),
-    "streamed": (6, {"stream_chunk": 64 * 192}, "host", 0),
-    "streamed-h3": (6, {"stream_chunk": 64 * 192, "h_buffers": 3}, "host", 0),
-    "streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host", 0),
+_REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded,
+    #                             the engine's (workers, lock mode) or None: no engine)
+    "early": (6, {}, "device", None),
+    "normal": (6, {"early_h": False}, "device", None),
+    "one-stream": (6, {"streams": 1, "early_h": False}, "device", None),
+    "side-scratch": (8, {"early_h": False}, "device", None),
+    "streamed": (6, {"stream_chunk": 64 * 192}, "host", None),
+    "streamed-h3": (6, {"stream_chunk": 64 * 192, "h_buffers": 3}, "host", None),
+    "streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host", None),
     "streamed-h2-register": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"},
-                             "host", 0),
-    "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
-    "partly-split-refill": (8, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), 0),
+                             "host", None),
+    "partly-split": (6, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), None),
+    "partly-split-refill": (8, {"stream_chunk": 64 * 192, "split_side": True}, ("h", "l"), None),
     "engine": (6, {}, "device", (2, "two-lock")),
     "engine-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "two-lock")),
     "engine-narrow": (6, {}, "device", (2, "narrow")),
@@ -1875,7 +1875,7 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     _install_stages(fake, monkeypatch)
     monkeypatch.setattr(sc, "_pins", {})
     monkeypatch.setattr(fake, "registered", {})       # this test's page-locks only
-    log_n, opts, where, workers = _REORDER_CASES[case]
+    log_n, opts, where, engine = _REORDER_CASES[case]
     r1cs, inputs, aux = porep_like(log_n, 30 + seed)
     pk = keygen_random(r1cs, seed=30 + seed)
     asg = r1cs.assignment(inputs, aux)
@@ -1883,8 +1883,8 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
     st = CudaStages(threads=1, b_g2="gpu", **opts)
     p = (0.02, 0.1, 0.3)[seed % 3]          # how eagerly queued work runs between host waits
     with fake.reordered(seed, p=p) as order:
-        if workers:
-            workers, mode = workers
+        if engine:
+            workers, mode = engine
             if where == "host":
                 _keys_in_host(st, monkeypatch)
             with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=workers,

@@ -409,11 +409,12 @@ class FakeDriver:
 
             handle = property(lambda self: id(self))
 
+            def _at(self):      # reordered: the stream's last queued position (else None)
+                return drv.order.tail(id(self)) if drv.order is not None else None
+
             def synchronize(self):
                 with drv._lock:
-                    if drv.order is not None:
-                        drv.order.flush(*drv.order.tail(id(self)))
-                    drv._join(drv.host_vc, drv.vc.get(id(self), {}))
+                    drv._host_wait(self._at(), drv.vc.get(id(self), {}))
 
             def wait_event(self, event):
                 if not isinstance(event, Event):
@@ -427,13 +428,7 @@ class FakeDriver:
 
             def query(self):
                 with drv._lock:
-                    if drv.order is not None:
-                        drv.order.wander()
-                        sid, pos = drv.order.tail(id(self))
-                        if drv.order.done.get(sid, 0) < pos:
-                            return False
-                    drv._join(drv.host_vc, drv.vc.get(id(self), {}))
-                    return True
+                    return drv._host_query(self._at(), drv.vc.get(id(self), {}))
 
             def close(self):
                 """cuStreamSynchronize, then cuStreamDestroy (as the native Stream.close)."""
@@ -462,19 +457,11 @@ class FakeDriver:
 
             def synchronize(self):
                 with drv._lock:
-                    if drv.order is not None and getattr(self, "at", None) is not None:
-                        drv.order.flush(*self.at)
-                    drv._join(drv.host_vc, getattr(self, "vc", {}))
+                    drv._host_wait(getattr(self, "at", None), getattr(self, "vc", {}))
 
             def query(self):
                 with drv._lock:
-                    at = getattr(self, "at", None)
-                    if drv.order is not None and at is not None:
-                        drv.order.wander()
-                        if drv.order.done.get(at[0], 0) < at[1]:
-                            return False
-                    drv._join(drv.host_vc, getattr(self, "vc", {}))
-                    return True
+                    return drv._host_query(getattr(self, "at", None), getattr(self, "vc", {}))
 
             @staticmethod
             def elapsed_ms(start, end):
@@ -671,6 +658,23 @@ class FakeDriver:
         for k, v in src.items():
             if dst.get(k, 0) < v:
                 dst[k] = v
+
+    def _host_wait(self, at, vc):
+        """The host waits for stream position ``at`` ((stream id, position) under ``reordered``;
+        None: nothing queued to run) whose happens-before is ``vc``.  Caller holds _lock."""
+        if self.order is not None and at is not None:
+            self.order.flush(*at)
+        self._join(self.host_vc, vc)
+
+    def _host_query(self, at, vc):
+        """Whether position ``at`` has run (``_host_wait``'s arguments); if so the host has seen
+        it, as after a wait.  Caller holds _lock."""
+        if self.order is not None and at is not None:
+            self.order.wander()
+            if self.order.done.get(at[0], 0) < at[1]:
+                return False
+        self._join(self.host_vc, vc)
+        return True
 
     def _tick(self, stream):
         """One operation on ``stream``: its clock takes in what the host has waited for, then
