@@ -399,6 +399,34 @@ for step in "${@:-all}"; do
     engine20) timeout 400 python3 -m cuzk bench --log-n 20 --partitions 12 --workers-per-gpu 1,2,3 \
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine20.json" \
                 --trace "$OUT/trace20" 2>&1 | tee "$OUT/engine20.log" | tail -30 ;;
+    sanitize) # compute-sanitizer over the GPU tests at small sizes (never run before session 34): memcheck (global
+      # and shared out-of-bounds, misaligned accesses), synccheck (barriers), racecheck (shared-memory hazards: the
+      # NTT/H and MSM tests only, it is the slowest), initcheck (reads of device memory never written); kernels with
+      # -lineinfo (CUZK_NVRTC_OPTIONS) so reports name source lines.  The API errors our tests provoke on purpose are
+      # not reported (--report-api-errors no): a real one fails its test.  $OUT/san-TOOL.log per tool
+      export CUZK_NVRTC_OPTIONS=-lineinfo
+      SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+      python3 -m cuzk kernels --compile > "$OUT/san-compile.log" 2>&1 || tail -5 "$OUT/san-compile.log"
+      python3 -m pytest -m gpu -q --collect-only -p no:cacheprovider tests 2>/dev/null | grep '::' | grep -E \
+        'fr_arithmetic|python_dft|ntt_matches_cpu\[([1-9]|1[0-4])-|compose\[10\]|h_stage_matches_python|h_stage_matches_cpu\[(1|4|11|12|15)\]|snarkjs_h_matches_cpu\[(1|3|11|12|16)\]|fewer_buffers_equals_four\[12-|g1_distributions\[10-|sizes_and_forms\[[a-z]+-(0|1|4|12|16)-|window_width|segment_sizes|g1_precomputed|_indexed|g2_distributions|g2_sizes\[(0|10|16)-|enqueue_resident|level0_balances|batch_add_matches_cpu\[.*-(1|1000|4097|65537)\]|fixed_base_matches_cpu\[g[12]-(1|7|3000|5000)-|pinned_slots_rotate|proof_bytes_equal_cpu\[(10|12)\]|keygen_bytes_equal_cpu\[10\]|side_stream|streamed_key|partly_resident|two_streamed|row_check|test_prover.py::test_cuda|test_snarkjs_prove.py::test_cuda' \
+        > /tmp/san_all.txt
+      # whole proofs first, then the MSM, batch-addition and NTT/H kernels: a tool cut by its timeout has covered
+      # the stages together before the single kernels
+      for f in test_gpu_prover test_prover test_snarkjs_prove test_gpu_msm test_gpu_batch test_gpu_ntt; do
+        grep "^tests/$f.py::" /tmp/san_all.txt; done > /tmp/san_ids.txt
+      grep -E 'proof_bytes_equal_cpu\[10\]|test_gpu_msm.py::test_msm_(g1_distributions|g1_segment|g2_distributions)|batch_add_matches_cpu\[.*-(1000|4097)\]|python_dft|h_stage_matches_python|ntt_matches_cpu\[([1-9]|10)-' \
+        /tmp/san_ids.txt > /tmp/san_ids_race.txt
+      echo "sanitize: $(wc -l < /tmp/san_ids.txt) tests ($(wc -l < /tmp/san_ids_race.txt) under racecheck)"
+      for tool in ${SAN_TOOLS:-memcheck synccheck racecheck initcheck}; do
+        ids=/tmp/san_ids.txt; [ "$tool" = racecheck ] && ids=/tmp/san_ids_race.txt
+        mapfile -t san_ids < "$ids"         # node ids hold [..]: no globbing
+        ts=$(date +%s)
+        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no --print-limit 40 \
+          --error-exitcode 97 python3 -m pytest -q -p no:cacheprovider "${san_ids[@]}" > "$OUT/san-$tool.log" 2>&1
+        echo "$tool: rc $? in $(( $(date +%s) - ts )) s; $(grep -c '^========= [A-Z]' "$OUT/san-$tool.log") report lines"
+        grep -E 'ERROR SUMMARY|[0-9]+ (passed|failed)|^========= (Invalid|Race|Barrier|Uninit|Warning|Error|Program|Target)' \
+          "$OUT/san-$tool.log" | sort | uniq -c | sort -rn | head -12
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -207,9 +207,7 @@ class _DeviceState(DeviceState):
     """Module, functions, resident twiddle tables and constants of one device."""
 
     def __init__(self, device):
-        # CUZK_NTT_NVRTC_OPTIONS: extra NVRTC options (development: kernel variants)
-        extra = os.environ.get("CUZK_NTT_NVRTC_OPTIONS", "").split()
-        super().__init__(_driver(), device, "ntt", extra)
+        super().__init__(_driver(), device, "ntt")
         self._tables = {}      # (lg_n, kind) -> DeviceBuffer (plain allocation, resident)
         self._consts = {}      # lg_n -> DeviceBuffer of H_CONSTS (Montgomery)
         self._staging = []     # free PinnedBuffers for uploads

@@ -20,7 +20,10 @@ truncated entry is a miss and gets rewritten.  Within a process, one thread
 compiles a given key while the others wait for it.
 
 Environment: ``CUZK_CACHE_DIR`` (cache directory), ``CUZK_CU_DIR`` (kernel
-source root, for development), ``CUZK_KERNEL_CACHE=0`` (disable the disk cache).
+source root, for development), ``CUZK_KERNEL_CACHE=0`` (disable the disk cache),
+``CUZK_NVRTC_OPTIONS`` (extra NVRTC options for every program, part of the key; for
+development: ``-lineinfo`` for source lines in compute-sanitizer and ncu reports, or ``-D``
+variants of a kernel).
 """
 
 import hashlib
@@ -151,7 +154,8 @@ def nvrtc_options(name, arch="sm_90", target="cubin", extra_options=(), *, cu_ro
 
     CUBIN builds for ``-arch=sm_XX``, PTX for ``-arch=compute_XX``; then
     ``--std=c++17 -default-device -I<cu root> -DCUZK_NVRTC=1``, the program's
-    defines and ``extra_options`` (e.g. ``-lineinfo``).
+    defines, ``extra_options`` and ``$CUZK_NVRTC_OPTIONS`` (split on whitespace; e.g.
+    ``-lineinfo``).
     """
     root = _root(cu_root)
     sm, compute = _arch(arch)
@@ -162,6 +166,7 @@ def nvrtc_options(name, arch="sm_90", target="cubin", extra_options=(), *, cu_ro
             f"-I{root}", "-DCUZK_NVRTC=1"]
     opts += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in defs]
     opts += [str(o) for o in extra_options]
+    opts += os.environ.get("CUZK_NVRTC_OPTIONS", "").split()
     return opts
 
 

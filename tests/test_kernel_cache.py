@@ -127,6 +127,24 @@ def test_defines_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
         _kernels.compile_program("deftest", cu_root=cu_copy)
 
 
+def test_env_options_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
+    """$CUZK_NVRTC_OPTIONS (e.g. -lineinfo for compute-sanitizer) reaches every program's
+    NVRTC call and its cache key: an entry built without them is not reused."""
+    (cu_copy / "util" / "envtest.cu").write_text(
+        "#if CUZK_ENVTEST != 7\n#error CUZK_ENVTEST must be 7\n#endif\n"
+        'extern "C" __global__ void k(unsigned* d_o) { d_o[0] = CUZK_ENVTEST; }\n')
+    monkeypatch.setitem(_kernels.KERNELS, "envtest", "util/envtest.cu")
+    monkeypatch.setitem(_kernels._DEFINES, "envtest", ())
+    monkeypatch.delenv("CUZK_NVRTC_OPTIONS", raising=False)
+    plain = _kernels.cache_key("envtest", cu_root=cu_copy)
+    with pytest.raises(NvrtcError, match="CUZK_ENVTEST must be 7"):
+        _kernels.compile_program("envtest", cu_root=cu_copy)
+    monkeypatch.setenv("CUZK_NVRTC_OPTIONS", " -lineinfo  -DCUZK_ENVTEST=7 ")
+    assert _kernels.nvrtc_options("envtest", cu_root=cu_copy)[-2:] == ["-lineinfo", "-DCUZK_ENVTEST=7"]
+    assert _kernels.cache_key("envtest", cu_root=cu_copy) != plain
+    assert _kernels.compile_program("envtest", cu_root=cu_copy)[:4] == b"\x7fELF"
+
+
 # --------------------------------------------------------------------------- keys
 
 def test_key_is_stable_and_independent_of_install_path(cu_copy, monkeypatch):
