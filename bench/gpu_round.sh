@@ -404,7 +404,9 @@ for step in "${@:-all}"; do
       # NTT/H and MSM tests only, it is the slowest), initcheck (reads of device memory never written); kernels with
       # -lineinfo (CUZK_NVRTC_OPTIONS) so reports name source lines.  The API errors our tests provoke on purpose are
       # not reported (--report-api-errors no): a real one fails its test.  $OUT/san-TOOL.log per tool
-      export CUZK_NVRTC_OPTIONS=-lineinfo
+      # CUZK_INITCHECK: the MSM level 0 "batch" loads a lane's accumulator and prefix product before it
+      # knows whether the lane wrote them (unused when not; msm.cuh): that build reads only what was written
+      export CUZK_NVRTC_OPTIONS="-lineinfo ${SAN_DEFINES:--DCUZK_INITCHECK}"
       SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
       python3 -m cuzk kernels --compile > "$OUT/san-compile.log" 2>&1 || tail -5 "$OUT/san-compile.log"
       python3 -m pytest -m gpu -q --collect-only -p no:cacheprovider tests 2>/dev/null | grep '::' | grep -E \
@@ -421,11 +423,12 @@ for step in "${@:-all}"; do
         ids=/tmp/san_ids.txt; [ "$tool" = racecheck ] && ids=/tmp/san_ids_race.txt
         mapfile -t san_ids < "$ids"         # node ids hold [..]: no globbing
         ts=$(date +%s)
-        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no --print-limit 40 \
+        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no --print-limit ${SAN_PRINT:-200} \
           --error-exitcode 97 python3 -m pytest -q -p no:cacheprovider "${san_ids[@]}" > "$OUT/san-$tool.log" 2>&1
         echo "$tool: rc $? in $(( $(date +%s) - ts )) s; $(grep -c '^========= [A-Z]' "$OUT/san-$tool.log") report lines"
-        grep -E 'ERROR SUMMARY|[0-9]+ (passed|failed)|^========= (Invalid|Race|Barrier|Uninit|Warning|Error|Program|Target)' \
+        grep -E 'SUMMARY|[0-9]+ (passed|failed)|^========= (Invalid|Race|Barrier|Uninit|Warning|Error|Program|Target)' \
           "$OUT/san-$tool.log" | sort | uniq -c | sort -rn | head -12
+        grep -E '^=========     at ' "$OUT/san-$tool.log" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c | sort -rn | head -8
       done ;;
     *) echo "unknown step $step" ;;
   esac

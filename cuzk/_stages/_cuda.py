@@ -125,8 +125,10 @@ class _HostPin:
     inside the region while the H NTT waits for it, and through the ring it ran at the host
     copy's ~7 GB/s (4.3 GB at 2^27: 0.58 s, bench/RESULTS.md session 30); from the array itself
     it is a bare DMA (~53 GB/s), and registering costs ~0.15 s and unregistering ~0.09 s per
-    4 GiB outside the region (session 8's ``bench_upload.py``), with no second host copy (issue
-    8: host memory ≤ a, b, c + aux + 2 GiB per partition)."""
+    4 GiB on an idle device (session 8's ``bench_upload.py``), with no second host copy (issue
+    8: host memory ≤ a, b, c + aux + 2 GiB per partition).  Beside another worker's device
+    work unregistering took ~0.6 s and held that worker's enqueues meanwhile (session 34), so
+    "ring" stays the default until the engine's A/B."""
 
     def __init__(self, key):
         self.key, self.ptr, self.nbytes = key, key[0], key[1]
@@ -958,10 +960,12 @@ class CudaStages(CpuStages):
         waits: ~0.58 s at 2^27, bench/RESULTS.md session 30).  "register": c is page-locked in
         place during ``prepare`` (``_HostPin``; outside every lock and region) and the region
         copies it by DMA alone, unregistered when the partition ends; where the driver refuses,
-        the ring.  The same bytes.  "register" is predicted to take ~0.35 s off such a region
-        but has not run on a GPU, and a page-lock that waited for the device or stalled another
-        worker's driver calls would cost more than it saves: it becomes the default once
-        measured (the stage option ``c_upload=register``; session 31).
+        the ring.  The same bytes (GPU tests, session 34).  Not the default until the engine's
+        A/B with two workers has run: beside a busy GPU (H100, 4 GiB, ``bench_upload.py
+        --beside``, bench/RESULTS.md session 34) unregistering took 0.63 s instead of 0.11 idle,
+        the device work beside it took 8 % longer and another thread's enqueue waited up to
+        0.74 s: costs to the other worker that the ~0.35 s predicted saving did not count
+        (the stage option ``c_upload=register``).
     """
 
     name = "cuda"

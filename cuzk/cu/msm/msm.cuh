@@ -673,8 +673,15 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                 const uint2 w = word[m];
                 b = w.x;
                 fl = w.y;
+#ifdef CUZK_INITCHECK
+                // compute-sanitizer initcheck (bench/gpu_round.sh sanitize): no read of the state a
+                // lane never wrote (the loads below then wait for word's: slower, the same sums)
+                if (!(fl & LANE_EMPTY)) a = affine::load(acc + m);
+                if (fl & (LANE_ADD | LANE_DBL)) pm = load_field(pre + m);
+#else
                 a = affine::load(acc + m);                 // stale when the lane is empty: unused
-                pm = load_field(pre + m);
+                pm = load_field(pre + m);                  // stale unless the lane waits: unused
+#endif
                 Pp = affine::load(points + (ep & ~NEG_BIT));
             }
             if (cur) pxc = load_field(&points[ec & ~NEG_BIT].x);
