@@ -427,7 +427,7 @@ for step in "${@:-all}"; do
         ids=/tmp/san_ids.txt; [ "$tool" = racecheck ] && ids=/tmp/san_ids_race.txt
         mapfile -t san_ids < "$ids"         # node ids hold [..]: no globbing
         ts=$(date +%s)
-        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no --print-limit ${SAN_PRINT:-200} \
+        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no ${SAN_EXTRA:-} --print-limit ${SAN_PRINT:-200} \
           --error-exitcode 97 python3 -m pytest -q -p no:cacheprovider "${san_ids[@]}" > "$OUT/san-$tool.log" 2>&1
         echo "$tool: rc $? in $(( $(date +%s) - ts )) s; $(grep -c '^========= [A-Z]' "$OUT/san-$tool.log") report lines"
         grep -E 'SUMMARY|[0-9]+ (passed|failed)|^========= (Invalid|Race|Barrier|Uninit|Warning|Error|Program|Target)' \
