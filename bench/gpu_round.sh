@@ -50,6 +50,8 @@
 # Session 32: no machine lent (paused); prepared for a multi-GPU kind (nvidia-h100-x2 / h200-x2): multitests multi24
 #   multi27 (the engine on 1 and 2 devices in one process: MULTI_DEVICES=1,2), and session 31's calls above
 # Session 33: no machine could be started (14 refused requests); the calls above still to run
+# Session 34 (H100, kind nvidia-h100-x1): tests upbeside / sanitize (memcheck, synccheck, racecheck; initcheck cut by
+#   its reports) / sanitize with SAN_TOOLS=initcheck (-DCUZK_INITCHECK: clean) / the same with SAN_DEFINES=" " (plain build)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
