@@ -402,8 +402,8 @@ for step in "${@:-all}"; do
                 --lock-mode coarse,narrow,two-lock --backend cuda --json "$OUT/engine20.json" \
                 --trace "$OUT/trace20" 2>&1 | tee "$OUT/engine20.log" | tail -30 ;;
     sanitize) # compute-sanitizer over the GPU tests at small sizes (never run before session 34): memcheck (global
-      # and shared out-of-bounds, misaligned accesses), synccheck (barriers), racecheck (shared-memory hazards: the
-      # NTT/H and MSM tests only, it is the slowest), initcheck (reads of device memory never written); kernels with
+      # and shared out-of-bounds, misaligned accesses), synccheck (barriers), racecheck (shared-memory hazards: a
+      # subset of NTT/H, MSM, batch-addition tests and one 2^10 proof; it is the slowest), initcheck (reads of device memory never written); kernels with
       # -lineinfo (CUZK_NVRTC_OPTIONS) so reports name source lines.  The API errors our tests provoke on purpose are
       # not reported (--report-api-errors no): a real one fails its test.  $OUT/san-TOOL.log per tool
       # CUZK_INITCHECK: the MSM level 0 "batch" loads a lane's accumulator and prefix product before it
@@ -427,9 +427,10 @@ for step in "${@:-all}"; do
       echo "sanitize: $(wc -l < /tmp/san_ids.txt) tests ($(wc -l < /tmp/san_ids_race.txt) under racecheck)"
       for tool in ${SAN_TOOLS:-memcheck synccheck racecheck initcheck}; do
         ids=/tmp/san_ids.txt; [ "$tool" = racecheck ] && ids=/tmp/san_ids_race.txt
+        lim=${SAN_TIMEOUT_OTHER:-85}; [ "$tool" = memcheck ] && lim=${SAN_TIMEOUT:-170}
         mapfile -t san_ids < "$ids"         # node ids hold [..]: no globbing
         ts=$(date +%s)
-        timeout $(case $tool in memcheck) echo ${SAN_TIMEOUT:-170};; *) echo ${SAN_TIMEOUT_OTHER:-85};; esac) ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no ${SAN_EXTRA:-} --print-limit ${SAN_PRINT:-200} \
+        timeout "$lim" ${SAN:-compute-sanitizer} --tool "$tool" --report-api-errors no ${SAN_EXTRA:-} --print-limit ${SAN_PRINT:-200} \
           --error-exitcode 97 python3 -m pytest -q -p no:cacheprovider "${san_ids[@]}" > "$OUT/san-$tool.log" 2>&1
         echo "$tool: rc $? in $(( $(date +%s) - ts )) s; $(grep -c '^========= [A-Z]' "$OUT/san-$tool.log") report lines"
         grep -E 'SUMMARY|[0-9]+ (passed|failed)|^========= (Invalid|Race|Barrier|Uninit|Warning|Error|Program|Target)' \
