@@ -52,6 +52,9 @@
 # Session 33: no machine could be started (14 refused requests); the calls above still to run
 # Session 34 (H100, kind nvidia-h100-x1): tests upbeside / sanitize (memcheck, synccheck, racecheck; initcheck cut by
 #   its reports) / sanitize with SAN_TOOLS=initcheck (-DCUZK_INITCHECK: clean) / the same with SAN_DEFINES=" " (plain build)
+# Session 35 (H100): eng27s (c_upload register;ring;register: ring kept) / tests / cpin27 / eng27 (ENG27_MODES=two-lock
+#   ENG27_W=2 ENG27_OPTS="--stage-options key_where=auto;key_where=device --single 2": the card's own budget), then
+#   one-off commands on a third machine (topology, bench_upload.py, a 2^26/2^27 partition, --single alone)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc

@@ -7,6 +7,7 @@ and on an idle device one worker at a time in prepare/upload.  The figures
 are checked where the native code sees them: ``_pool._resolve(ctx.threads)`` called from the
 worker thread itself, so that a per-thread budget set there would show too.
 """
+import os
 import threading
 
 import pytest
@@ -340,6 +341,9 @@ def test_bench_cli_single(tmp_path, capsys):
     assert isinstance(row["host_extra_bytes"], int) and row["host_extra_bytes"] >= 0
     assert row["host_staging_bytes"] == 0 and "host+ GiB" in out     # the CPU has no ring
     assert len(doc["results"]) == 1
+    for r in (row, doc["results"][0]):     # the host's memory as each row started (Linux: both known)
+        host = r["host_at_start"]
+        assert 0 < host["rss_bytes"] and 0 < host["available_bytes"] < os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     rc = main(base + ["--lock-mode", "none", "--single", "2", "--json", str(tmp_path / "b.json")])
     doc2 = json.loads((tmp_path / "b.json").read_text())
     assert rc == 0 and doc2["results"] == [] and doc2["single"][0]["sha256"] == row["sha256"]

@@ -21,7 +21,7 @@ from ._interlock import LOCK_MODES, lock_mode_arg
 
 __all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
            "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
-           "format_single_table", "rss_bytes", "RssPeak", "run_engine_bench"]
+           "format_single_table", "rss_bytes", "host_memory", "RssPeak", "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
 ENGINE_OPTIONS = ("circuit", "partitions", "workers_per_gpu", "lock_mode", "devices",
@@ -118,6 +118,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
          share=DEFAULT_THREAD_SHARE, stage_options=None, vram_budget=None):
     from .._verifier import verify
     from ._engine import Engine
+    host = host_memory()
     t_start = time.perf_counter()
     with Engine(backend, devices=devices, workers_per_gpu=workers, lock_mode=mode,
                 threads=threads, verify=True, thread_share=share, stage_options=stage_options,
@@ -178,7 +179,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "budgets": budgets, "serialized": serialized,
             "early_partitions": m["early_partitions"],
             "early_fallbacks": m["early_fallbacks"], "verified": bool(ok and m["failed"] == 0),
-            "sha256": hashlib.sha256(blob).hexdigest(),
+            "sha256": hashlib.sha256(blob).hexdigest(), "host_at_start": host,
             "engine_s": time.perf_counter() - t_start}
 
 
@@ -289,6 +290,25 @@ def rss_bytes():
     return resident * os.sysconf("SC_PAGE_SIZE")
 
 
+def host_memory():
+    """The host's memory as a bench row starts: ``rss_bytes`` (this process) and
+    ``available_bytes`` (the host's MemAvailable, /proc/meminfo), each None where the file does not
+    exist.  Rows record it so that a stage slower in one run than in another (session 35: a, b's
+    upload at 2^27 three times slower after an engine run on one H100 host than alone on another)
+    can be told apart from the host's memory state."""
+    out = {"rss_bytes": None, "available_bytes": None}
+    try:
+        out["rss_bytes"] = rss_bytes()
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    out["available_bytes"] = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    return out
+
+
 class RssPeak:
     """``with RssPeak() as p: ...``: ``p.extra`` = the highest RSS seen while the block ran
     (sampled every ``every`` seconds by a thread, and at both ends) minus the RSS at entry;
@@ -366,6 +386,7 @@ def _single_row(st, key, asg, ctx, rs, log_n, path, quiet, tag_extra, stage_opti
     from statistics import median
     if not quiet:
         print(f"  single-lg{log_n}-{path}{tag_extra}: {len(rs)} partitions ...", file=sys.stderr)
+    host = host_memory()
     st.prove_one(key, asg, ctx, *rs[0], verify=True)          # warm-up, untimed
     walls, times, proofs, extras = [], {}, [], []
     for r, s in rs:
@@ -387,7 +408,7 @@ def _single_row(st, key, asg, ctx, rs, log_n, path, quiet, tag_extra, stage_opti
             # start, plus the context's pinned staging (allocated once by the warm-up, so
             # already in the start's RSS)
             "host_extra_bytes": (None if None in extras else int(median(extras))),
-            "host_staging_bytes": int(staging),
+            "host_staging_bytes": int(staging), "host_at_start": host,
             "stage_median_s": {k: median(v) for k, v in times.items()},
             "verified": True,       # prove_one(verify=True) raised otherwise
             "sha256": hashlib.sha256(b"".join(proofs)).hexdigest(),

@@ -127,8 +127,8 @@ class _HostPin:
     it is a bare DMA (~53 GB/s), and registering costs ~0.15 s and unregistering ~0.09 s per
     4 GiB on an idle device (session 8's ``bench_upload.py``), with no second host copy (issue
     8: host memory ≤ a, b, c + aux + 2 GiB per partition).  Beside another worker's device
-    work unregistering took ~0.6 s and held that worker's enqueues meanwhile (session 34), so
-    "ring" stays the default until the engine's A/B."""
+    work unregistering took ~0.6 s and held that worker's enqueues meanwhile (session 34), and
+    the engine's A/B lost (session 35: 10 partitions +10 to +15 %), so "ring" is the default."""
 
     def __init__(self, key):
         self.key, self.ptr, self.nbytes = key, key[0], key[1]
@@ -960,12 +960,14 @@ class CudaStages(CpuStages):
         waits: ~0.58 s at 2^27, bench/RESULTS.md session 30).  "register": c is page-locked in
         place during ``prepare`` (``_HostPin``; outside every lock and region) and the region
         copies it by DMA alone, unregistered when the partition ends; where the driver refuses,
-        the ring.  The same bytes (GPU tests, session 34).  Not the default until the engine's
-        A/B with two workers has run: beside a busy GPU (H100, 4 GiB, ``bench_upload.py
-        --beside``, bench/RESULTS.md session 34) unregistering took 0.63 s instead of 0.11 idle,
-        the device work beside it took 8 % longer and another thread's enqueue waited up to
-        0.74 s: costs to the other worker that the ~0.35 s predicted saving did not count
-        (the stage option ``c_upload=register``).
+        the ring.  The same bytes (GPU tests, sessions 34–35).  Slower wherever measured
+        (H100, 2^27 streamed key, bench/RESULTS.md session 35): the region is 0.09–0.15 s
+        shorter, but one partition's wall is 0.05–0.11 s longer (page-locking c takes ~0.14 s
+        in ``prepare``, unlocking it more at the end), and two workers prove 10 partitions in
+        21.07–21.96 s against 19.16 through the ring (steady busy 81–84 % against 100 %:
+        unregistering beside a busy GPU took 0.63 s instead of 0.11 idle and held the other
+        worker's enqueues up to 0.74 s, session 34).  Kept as an option for such A/B runs (the
+        stage option ``c_upload=register``).
     """
 
     name = "cuda"
