@@ -309,15 +309,20 @@ class _DeviceBudget:
                 and free < int(nbytes) and self.workers > 1 and not self.serialized
                 and self.dev is not None and self.dev.reserving <= 2):
             # the partition waits for the only other one in flight: two cannot overlap, so the
-            # workers take turns (H200, 2^27 with 5 H copies: 16 % slower; RESULTS session 23)
+            # workers take turns (H200, 2^27 with 5 H copies: 16 % slower, RESULTS session 23;
+            # H100 80 GB, 2^27 with the whole key resident: 20.39 s per 10 partitions against
+            # 15.67 with part of it streamed, session 35)
             self.serialized = True
             gib = 1 << 30
+            where = getattr(self.dev.stages, "key_where", None) if self.dev is not None else None
             log.warning("%s: a partition's reservation of %.2f GiB waits for the one in flight: "
                         "resident keys hold %.2f GiB of the %.2f GiB budget, so two partitions do "
                         "not fit at once and the %d workers take turns (fewer precomputed H "
-                        "copies, stage option precompute, or a larger vram_budget let them "
+                        "copies, stage option precompute, %sor a larger vram_budget let them "
                         "overlap)", self.budget.name, int(nbytes) / gib, self.budget.lasting / gib,
-                        total / gib, self.workers)
+                        total / gib, self.workers,
+                        "a key streamed in part from host memory, stage option key_where=auto "
+                        "(the default), " if where == "device" else "")
         return self.budget.reserve(nbytes, what, block=block, timeout=timeout)
 
     def __getattr__(self, name):
