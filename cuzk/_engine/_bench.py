@@ -292,7 +292,7 @@ def rss_bytes():
 
 def host_memory():
     """The host's memory as a bench row starts: ``rss_bytes`` (this process) and
-    ``available_bytes`` (the host's MemAvailable, /proc/meminfo), each None where the file does not
+    ``available_bytes`` (the host's MemAvailable, /proc/meminfo), both None where /proc does not
     exist.  Rows record it so that a stage slower in one run than in another (session 35: a, b's
     upload at 2^27 three times slower after an engine run on one H100 host than alone on another)
     can be told apart from the host's memory state."""

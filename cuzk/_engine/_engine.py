@@ -314,7 +314,7 @@ class _DeviceBudget:
             # 15.67 with part of it streamed, session 35)
             self.serialized = True
             gib = 1 << 30
-            where = getattr(self.dev.stages, "key_where", None) if self.dev is not None else None
+            where = getattr(self.dev.stages, "key_where", None)     # None: the CPU backend
             log.warning("%s: a partition's reservation of %.2f GiB waits for the one in flight: "
                         "resident keys hold %.2f GiB of the %.2f GiB budget, so two partitions do "
                         "not fit at once and the %d workers take turns (fewer precomputed H "
