@@ -39,7 +39,7 @@ from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "SortShare", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
-           "default_balance", "sampled_balance", "sampled_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
+           "default_balance", "sampled_balance", "sampled_window", "default_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
 from ._constants import FR_MODULUS as _R  # noqa: E402
@@ -764,8 +764,11 @@ def sampled_balance(group, scalars, scalar_form="canonical", c=None, k=1, indexe
 # The prover's H MSM has its own table (_stages/_cuda.py _AUTO_H: c = 20 at 2^27).  With k = W(20)
 # = 13 copies every window shares one bucket set (Wk = 1) and c = 20 pays from 2^24 on (session
 # 18: 2^24 91.03 ms against c = 16's 101.88 with k = 4 and 103.69 with k = 13; 2^26 328.12 against
-# 353.99 with k = 4): _G1_ONE_SET_MIN.  2^23 and below not measured.
+# 353.99 with k = 4): _G1_ONE_SET_MIN.  2^23 and below not measured.  Without copies (k = 1) c = 20
+# pays from 2^27 only (H100, session 36, same call: 2^27 769.7 ms against c = 16's 812.1 and
+# c = 18's 801.2; 2^26 422.4 against 418.2 and 417.9): _G1_WIDE_MIN_K1.
 _G1_WIDE_MIN, _G1_WIDE_C = 1 << 26, 20
+_G1_WIDE_MIN_K1 = 1 << 27
 _G1_ONE_SET_MIN = 1 << 24
 # (k, c) that puts every window of a G1 MSM on one bucket set: W(_G1_WIDE_C) copies at that width
 # (also the prover's H MSM choice, _stages/_cuda.py _AUTO_H).
@@ -775,15 +778,17 @@ G1_ONE_SET = (_windows(_G1_WIDE_C)[0], _G1_WIDE_C)
 def sampled_window(group, scalars, scalar_form="canonical", k=1, indexed=False):
     """The default window width of an MSM of these host ``scalars`` (uint64 (n, 4) in
     ``scalar_form``): ``_G1_WIDE_C`` for plain G1 MSMs that a sample shows are not mostly small
-    (``_skewed``) of at least ``_G1_WIDE_MIN`` scalars, or of ``_G1_ONE_SET_MIN`` with k = W(20)
-    copies (one bucket set), else ``window_bits(n, k)``."""
-    return _window(group, scalars.shape[0], k, indexed, _skewed(scalars, scalar_form))
+    (``_skewed``) of at least ``_G1_WIDE_MIN`` scalars (``_G1_WIDE_MIN_K1`` without copies), or
+    of ``_G1_ONE_SET_MIN`` with k = W(20) copies (one bucket set), else ``window_bits(n, k)``."""
+    return default_window(group, scalars.shape[0], k, indexed, _skewed(scalars, scalar_form))
 
 
-def _window(group, n, k, indexed, skewed):
-    """``sampled_window``'s choice for n scalars that ``_skewed`` found skewed or not."""
+def default_window(group, n, k=1, indexed=False, skewed=False):
+    """``sampled_window``'s choice for n scalars that ``_skewed`` found skewed or not (callers
+    that know their scalars, like the prover's H MSM over uniform ones, ask it directly)."""
     W = G1_ONE_SET[0]
-    wide = group == "g1" and not indexed and k <= W and (n >= _G1_WIDE_MIN or (k == W and n >= _G1_ONE_SET_MIN))
+    least = _G1_WIDE_MIN_K1 if k == 1 else _G1_WIDE_MIN
+    wide = group == "g1" and not indexed and k <= W and (n >= least or (k == W and n >= _G1_ONE_SET_MIN))
     return _G1_WIDE_C if wide and not skewed else window_bits(n, k)
 
 
@@ -796,7 +801,7 @@ def _run(group, points, scalars, idx, device, stream, c, scalar_form, k, segment
     if c is None or balance is None:                     # sampled_window, sampled_balance: one sample
         skewed = _skewed(scalars, scalar_form)
         if c is None:
-            c = _window(group, n, k, idx is not None, skewed)
+            c = default_window(group, n, k, idx is not None, skewed)
         if balance is None:
             balance = default_balance(group, idx is not None, n, c, skewed=skewed)
     plan = msm_plan(n, group, st.device, npoints=N, c=c, indexed=idx is not None, k=k, segment=segment,

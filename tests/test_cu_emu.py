@@ -1227,6 +1227,56 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident,
     assert budget.used == 0
 
 
+def test_h_msm_window_rule():
+    """``h_msm_window``: an explicit window wins; else c = 20 for an H MSM of a domain from 2^27
+    on without copies (its n − 1 scalars count as n) and from 2^26 with copies, the cost model's
+    window below (H's scalars are uniform: ``_cuda_msm.default_window`` with skewed=False)."""
+    from cuzk import _cuda_msm as M
+    from cuzk._stages._cuda import h_msm_window
+    assert h_msm_window((1 << 27) - 1) == M._G1_WIDE_C == 20
+    assert h_msm_window((1 << 26) - 1) == M.window_bits((1 << 26) - 1) == 16
+    assert h_msm_window((1 << 26) - 1, 2) == 20
+    assert h_msm_window((1 << 25) - 1, 2) == M.window_bits((1 << 25) - 1, 2)
+    assert h_msm_window((1 << 27) - 1, 1, 16) == 16 and h_msm_window(255, 1, 7) == 7
+    assert h_msm_window(255) == M.window_bits(255)
+
+
+@pytest.mark.parametrize("where", ["device", "host", "split"])
+def test_cuda_stages_h_window_reaches_every_key(fake, monkeypatch, where):
+    """The stage option ``h_window`` sets the H MSM's window of a resident key (no copies), of a
+    streamed key's H chunks and of a partly resident key's one H chunk; without it each H plan
+    takes ``h_msm_window`` of its scalars.  The CPU's bytes either way."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, StreamedKey, h_msm_window
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(8, 11)
+    pk = keygen_random(r1cs, seed=11)
+    asg = r1cs.assignment(inputs, aux)
+    want = prove(pk, asg, 3, 8, backend="cpu")
+    for c in (5, None):
+        st = CudaStages(threads=1, b_g2="gpu", precompute=1, h_window=c, stream_chunk=64 * 192)
+        budget = Budget(None, "big")
+        ctx = st.context(budget=budget)
+        if where == "split":
+            key = StreamedKey(pk, st.device, st.pool, budget, 64 * 192, 3, resident=("h",), h_window=c)
+            assert key.h_plan_args == {"k": 1, "c": h_msm_window(key.points("h"), 1, c)}
+        else:
+            key = st.load_key(pk, budget=budget, where=where)
+            assert key.where == where
+        part = st.prepare(key, asg, ctx, 3, 8)
+        st.run(part).synchronize()
+        hs = [plan for name, _, plan in part.plans if name == "h" or name.startswith("h@")]
+        assert len(hs) == (len(key.chunks("h")) if where == "host" else 1) and (where != "host" or len(hs) > 1)
+        assert all(p.c == (c if c is not None else h_msm_window(p.n)) for p in hs), [p.c for p in hs]
+        assert st.finish(part) == want
+        key.release()
+        ctx.close()
+        assert budget.used == 0
+
+
 def _streamed_two_workers(fake, monkeypatch, seed):
     """(pk, asg, stages, budget, key, ctx1, ctx2): a 2^8 PoRep-like key streamed in 64-point chunks
     through 3 slots on an unlimited budget, and two worker contexts."""
@@ -1571,7 +1621,7 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages
+    from cuzk._stages._cuda import CudaStages, h_msm_window
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(6, 8)
     pk = keygen_random(r1cs, seed=8)
@@ -1585,7 +1635,8 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
         out = eng.submit(key, [asg] * 4, randomizers=rs).result(600)
         used = _settled_budget(eng)
         assert used == eng.status()["keys"][0]["nbytes"][0] > 0     # the resident key only
-        assert eng.status()["keys"][0]["h_msm"] == [{"k": 1, "c": None}]   # "auto": no copies this small
+        # "auto": no copies this small, and the window the H MSM's plans take (``h_msm_window``)
+        assert eng.status()["keys"][0]["h_msm"] == [{"k": 1, "c": h_msm_window(pk.h.shape[0])}]
         stages = [r for r in eng.timeline.records() if r.kind == "stage"]
         regions = eng.timeline.kernel_regions()
         metrics = eng.timeline.metrics()

@@ -445,18 +445,25 @@ def test_default_balance_by_group_and_indexing(gpu_msm):
 
 def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
     """``sampled_window``: plain G1 MSMs of uniform scalars from ``_G1_WIDE_MIN`` on take
-    c = ``_G1_WIDE_C``; skewed scalars (mostly < 2^16), G2, indexed (tail) MSMs, fewer scalars or
+    c = ``_G1_WIDE_C`` (without copies from ``_G1_WIDE_MIN_K1``); skewed scalars (mostly < 2^16), G2, indexed (tail) MSMs, fewer scalars or
     more copies than that width has windows keep ``window_bits``; with exactly W(20) copies the
     threshold is ``_G1_ONE_SET_MIN``.  At the real thresholds (2^26 and 2^24 scalars: one row
     broadcast, no 2 GB array) and, lowered, on sampled distributions."""
     M = gpu_msm
     assert M._G1_WIDE_MIN >= 1 << 25 and M._G1_WIDE_C > M._C_AUTO_MAX
+    assert M._G1_WIDE_MIN_K1 > M._G1_WIDE_MIN
     n = M._G1_WIDE_MIN
     row = dist_scalars(rng, 1, "uniform")
     wide = np.broadcast_to(row, (n, 4))
-    assert M.sampled_window("g1", wide) == M._G1_WIDE_C
+    assert M.sampled_window("g1", wide, k=2) == M._G1_WIDE_C
     assert M.sampled_window("g1", wide, k=4) == M._G1_WIDE_C
-    assert M.sampled_window("g1", wide[:n - 1]) == M.window_bits(n - 1) <= M._C_AUTO_MAX
+    assert M.sampled_window("g1", wide[:n - 1], k=2) == M.window_bits(n - 1, 2) <= M._C_AUTO_MAX
+    assert M.sampled_window("g1", wide) == M.window_bits(n)          # k = 1: from _G1_WIDE_MIN_K1
+    k1 = np.broadcast_to(row, (M._G1_WIDE_MIN_K1, 4))
+    assert M.sampled_window("g1", k1) == M._G1_WIDE_C
+    assert M.sampled_window("g1", k1[:-1]) == M.window_bits(M._G1_WIDE_MIN_K1 - 1)
+    assert M.default_window("g1", M._G1_WIDE_MIN_K1) == M._G1_WIDE_C
+    assert M.default_window("g1", M._G1_WIDE_MIN_K1, skewed=True) == M.window_bits(M._G1_WIDE_MIN_K1)
     one = M._G1_ONE_SET_MIN                        # k = W(20) copies: one bucket set, wide from here on
     W20 = -(-256 // M._G1_WIDE_C)
     assert M._G1_ONE_SET_MIN < M._G1_WIDE_MIN
@@ -464,10 +471,11 @@ def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
     assert M.sampled_window("g1", wide[:one], k=W20 - 1) == M.window_bits(one, W20 - 1) <= M._C_AUTO_MAX
     assert M.sampled_window("g1", wide[:one - 1], k=W20) == M.window_bits(one - 1, W20)
     assert M.sampled_window("g1", wide, k=W20 + 1) == M.window_bits(n, W20 + 1)
-    assert M.sampled_window("g1", np.broadcast_to(np.array([[5, 0, 0, 0]], np.uint64), (n, 4))) == M.window_bits(n)
-    assert M.sampled_window("g2", wide) == M.window_bits(n)
-    assert M.sampled_window("g1", wide, indexed=True) == M.window_bits(n)
+    assert M.sampled_window("g1", np.broadcast_to(np.array([[5, 0, 0, 0]], np.uint64), (n, 4)), k=2) == M.window_bits(n, 2)
+    assert M.sampled_window("g2", wide, k=2) == M.window_bits(n, 2)
+    assert M.sampled_window("g1", wide, k=2, indexed=True) == M.window_bits(n, 2)
     monkeypatch.setattr(M, "_G1_WIDE_MIN", 1 << 12)
+    monkeypatch.setattr(M, "_G1_WIDE_MIN_K1", 1 << 12)
     m = 1 << 13
     for kind in KINDS:
         sc = dist_scalars(rng, m, kind)

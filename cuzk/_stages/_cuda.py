@@ -347,14 +347,14 @@ class ResidentKey:
         if precompute == "auto":
             precompute, c = auto_h_msm(pk.domain_size, nh, device, budget, base, c, abc_scratch,
                                        side_scratch)
-            log.info("resident key 2^%d: H MSM with %d precomputed copies, window %s (precompute "
-                     "'auto')", lg, precompute, c if c is not None else "by the cost model")
-        self.h_plan_args = {"k": 1, "c": c}
+        self.h_plan_args = {"k": 1, "c": h_msm_window(nh, 1, c)}
         pre = 0
         if precompute > 1 and nh:
             plan = _cuda_msm.msm_plan(nh, "g1", device, npoints=nh, k=precompute, c=c)
             self.h_plan_args = {"k": plan.k, "c": plan.c}
             pre = plan.precompute_bytes
+        log.info("resident key 2^%d: H MSM with %d precomputed copies, window %d", lg,
+                 self.h_plan_args["k"], self.h_plan_args["c"])
         # the table's copy 0 is the H query itself (uploaded straight into it): the precompute
         # costs (k − 1)·|H| bytes beyond the five queries (2^27, k = 2: 12 GiB, not 24)
         self.precompute_bytes = max(0, pre - sizes["h"]) if pre else 0
@@ -438,6 +438,7 @@ class StreamedKey:
     1 GiB instead of 8, which go to the slots and the partitions in flight).  ``h_buffers``: how
     many buffers of n field elements its partitions compute H in (4, 3 or 2;
     ``CudaStages(h_buffers=...)``): the slots are sized for partitions of that many.
+    ``h_window``: the H MSM's window (None: ``h_msm_window``'s choice, per chunk of a streamed H).
 
     ``slots``: None is ``STREAM_SLOTS``; more let the uploads run further ahead of the kernels.
     ``chunk_bytes``: the slot size (None: ``stream_chunk_bytes`` of the budget for
@@ -451,7 +452,7 @@ class StreamedKey:
     where = "host"
 
     def __init__(self, pk, device, pool, budget, chunk_bytes=None, slots=None, partitions=1, room=0,
-                 resident=(), deep_tables=True, h_head=False, h_buffers=4):
+                 resident=(), deep_tables=True, h_head=False, h_buffers=4, h_window=None):
         from .. import _cuda_ntt
         self.pk, self.device = pk, device
         self.slots = STREAM_SLOTS if slots is None else int(slots)
@@ -488,7 +489,9 @@ class StreamedKey:
         self.slot_bytes = max([4] + [min(self.points(q), self.chunk_points) * _POINT_BYTES[g]
                                      for q, (_, g) in QUERIES.items() if q not in self.resident])
         self.nbytes = tables + self.slots * _align(self.slot_bytes) + kept
-        self.h_plan_args = {"k": 1, "c": None}
+        # no copies of H (they need a whole key's budget); a resident H is one chunk: its window now
+        c = h_msm_window(self.points("h"), 1, h_window) if "h" in self.resident else h_window
+        self.h_plan_args = {"k": 1, "c": c}
         self.precompute_bytes = 0
         if budget is not None:
             self._res = budget.reserve(self.nbytes, "streamed key: tables and slots", block=False,
@@ -862,7 +865,8 @@ class CudaStages(CpuStages):
         20-bit window from 2^24 to 2^26 (else 4 or 2), 5 at 2^27 where they fit (else 4: the
         H200), fewer copies when the budget would not keep room for two partitions in flight.
     h_window : int or None
-        Window width of the H MSM (None: the MSM's cost model).
+        Window width of the H MSM, resident or streamed (None: ``h_msm_window``'s choice for uniform
+        scalars, or the one ``precompute="auto"`` picks with its copies).
     early_h : bool
         With a resident key, start the row check, H NTT and H MSM before prep_msm, so that they
         overlap it (the module docstring): ``prove_one`` (``cuzk.prove``) always, the engine for
@@ -941,7 +945,11 @@ class CudaStages(CpuStages):
         first and its other reductions, and the slots' waits and refills, on the side stream
         beside it, as a resident key's do; its partitions then count the tails' scratch in the
         part of a, b, c's buffer that H's MSM leaves (``_abc_left``; 2^27: 18.3 GiB per partition
-        instead of 17.0).  Off by default until measured (the stage option ``split_side=1``).
+        instead of 17.0).  Off by default (the stage option ``split_side=1``): measured on an
+        H100 at 2^27 in the engine (bench/RESULTS.md session 36), the region was the same (1.421
+        against 1.426 s: H's MSM beside the tails took 0.905 s instead of 0.814) and a partition
+        reserved 18.3–19.6 GiB, so two no longer fit beside the key: 16.78 s per 10 partitions
+        against 14.73.
     h_buffers : {"auto", 4, 3, 2}
         How many buffers of n field elements a partition of a key streamed from host memory
         (without ``split_side``) computes H in (the stage option ``h_buffers``).  4: a, b, c's and
@@ -1084,7 +1092,7 @@ class CudaStages(CpuStages):
             room = room_h
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
                            partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head,
-                           h_buffers=hbuf)
+                           h_buffers=hbuf, h_window=self.h_window)
 
     def _streamed_buffers(self, pk, budget, room_of, deep, partitions=1):
         """How many buffers of n field elements partitions of ``pk`` compute H in if it is
@@ -1139,7 +1147,8 @@ class CudaStages(CpuStages):
         tails beside it (``_abc_left``)."""
         from .. import _cuda_msm
         n = pk.domain_size
-        plan = _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=pk.h.shape[0], k=1, c=None)
+        plan = _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=pk.h.shape[0], k=1,
+                                  c=h_msm_window(n - 1, 1, self.h_window))
         return _abc_left(plan, n)
 
     # ---- whole-array stages (the snarkjs prover: its bases are not resident) ------------
@@ -1167,8 +1176,9 @@ class CudaStages(CpuStages):
     def _h_plan(self, key, n):
         """The H MSM's plan: n − 1 scalars over the key's H bases (and its precomputed copies)."""
         from .. import _cuda_msm
-        return _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=key.pk.h.shape[0],
-                                  **key.h_plan_args)
+        k, c = key.h_plan_args["k"], key.h_plan_args["c"]
+        return _cuda_msm.msm_plan(n - 1, "g1", self.device, npoints=key.pk.h.shape[0], k=k,
+                                  c=h_msm_window(n - 1, k, c))
 
     def _plans(self, key, prep, n):
         """(name, kind, plan) of every GPU reduction of a partition, H's first."""
@@ -1208,7 +1218,7 @@ class CudaStages(CpuStages):
             if m > 0:
                 name = f"h@{j}"
                 spans[name] = (lo, lo)
-                heads.append([(name, "msm", self._h_chunk_plan(m, hi - lo))])
+                heads.append([(name, "msm", self._h_chunk_plan(key, m, hi - lo))])
         kind = None if self.ones_kind == "auto" else self.ones_kind
         for name, q, group in self._groups():
             ones, tail, idx = prep[q + "_ones"], prep[q + "_tail_scalars"], prep[q + "_tail_idx"]
@@ -1239,10 +1249,12 @@ class CudaStages(CpuStages):
                        + [(i * len(heads), 1, u) for i, u in enumerate(rest)], key=lambda t: t[:2])
         return [p for _, _, u in order for p in u], spans
 
-    def _h_chunk_plan(self, m, npoints):
-        """The MSM plan of a streamed key's H chunk: m scalars over its ``npoints`` bases."""
+    def _h_chunk_plan(self, key, m, npoints):
+        """The MSM plan of a streamed key's H chunk: m scalars over its ``npoints`` bases, in the
+        key's H window (``h_window``)."""
         from .. import _cuda_msm
-        return _cuda_msm.msm_plan(m, "g1", self.device, npoints=npoints)
+        return _cuda_msm.msm_plan(m, "g1", self.device, npoints=npoints,
+                                  c=h_msm_window(m, 1, key.h_plan_args["c"]))
 
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
@@ -1282,7 +1294,7 @@ class CudaStages(CpuStages):
                 # beyond what a, b, c's buffer holds of it, not the whole of it
                 m = min(max(hi - lo for lo, hi in key.chunks("h")), n - 1)
                 grow = abc + (n * _FR if hbuf == 4 else 0) + _h_scratch_beyond_abc(
-                    self._h_chunk_plan(m, m), n, self.abc_scratch, _abc_room(n, hbuf))
+                    self._h_chunk_plan(key, m, m), n, self.abc_scratch, _abc_room(n, hbuf))
             else:
                 grow = abc + n * _FR + self._h_plan(key, n).scratch_bytes
             self.pool.alloc(grow, ctx.upload).free(ctx.upload)
@@ -1906,6 +1918,17 @@ _AUTO_H = ((1 << 16, (1, None)), (1 << 21, (16, 16)), (1 << 23, (8, 16)), (1 << 
            (1 << 25, G1_ONE_SET, (4, None)), (1 << 27, G1_ONE_SET, (2, None)), (1 << 64, (5, 20), (4, 20)))
 
 
+def h_msm_window(m, k=1, c=None):
+    """The window of an H MSM of m scalars over k copies of its bases: ``c`` where given (the
+    stage option ``h_window``), else the plain API's choice for uniform scalars
+    (``_cuda_msm.default_window``), which H's are (the quotient's values on the coset): c = 20
+    from domain 2^26 on (its n − 1 scalars count as n), not the cost model's 16, which
+    ``window_bits`` caps for skewed inputs.  Measured at 2^27 without copies (the H100's partly
+    resident key; bench/RESULTS.md session 36)."""
+    from .. import _cuda_msm
+    return int(c) if c is not None else _cuda_msm.default_window("g1", m + 1, k)
+
+
 def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False,
                side_scratch=False):
     """(k, c) of the H MSM for ``precompute="auto"``: the measured choice for ``domain``
@@ -1935,7 +1958,7 @@ def auto_h_msm(domain, nh, device, budget, base_bytes, c=None, abc_scratch=False
             return kf, cf
     while k > 1 and nh and not fits(k, cw):
         k //= 2
-    # the table's window belongs to its k: without copies the cost model's is the measured best
+    # the table's window belongs to its k: without copies ``h_msm_window`` picks (None)
     return k, (c if c is not None else (cw if k > 1 else None))
 
 
