@@ -367,7 +367,7 @@ for step in "${@:-all}"; do
                 --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \
                 --json "$OUT/eng27s.json" 2>&1 | tee "$OUT/eng27s.log" | tail -12 ;;
     enginetests) timeout 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "engine or stages" 2>&1 | tail -4 ;;
-    hwin) # the H MSM's window without copies (session 36: h_window's c = 20 from 2^26 against window_bits' 16):
+    hwin) # the H MSM's window without copies (session 36: c = 20 against window_bits' 16; kept from 2^27 on):
           # plain G1 MSMs of uniform scalars at k = 1; pair with eng27 and ENG27_OPTS="--stage-options h_window=16;"
           timeout 240 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform --c 16,18,20 --k 1 --no-check \
                 --runs 3 --json "$OUT/hwin.json" 2>&1 | tee "$OUT/hwin.log" | tail -10 ;;

@@ -1922,9 +1922,9 @@ def h_msm_window(m, k=1, c=None):
     """The window of an H MSM of m scalars over k copies of its bases: ``c`` where given (the
     stage option ``h_window``), else the plain API's choice for uniform scalars
     (``_cuda_msm.default_window``), which H's are (the quotient's values on the coset): c = 20
-    from domain 2^26 on (its n − 1 scalars count as n), not the cost model's 16, which
-    ``window_bits`` caps for skewed inputs.  Measured at 2^27 without copies (the H100's partly
-    resident key; bench/RESULTS.md session 36)."""
+    from domain 2^27 on without copies and 2^26 with them (its n − 1 scalars count as n), not
+    the cost model's 16, which ``window_bits`` caps for skewed inputs.  Measured at 2^27 without
+    copies (the H100's partly resident key; bench/RESULTS.md session 36)."""
     from .. import _cuda_msm
     return int(c) if c is not None else _cuda_msm.default_window("g1", m + 1, k)
 
