@@ -1227,6 +1227,51 @@ def test_cuda_stages_partly_resident_key_equals_cpu(fake, monkeypatch, resident,
     assert budget.used == 0
 
 
+def test_cuda_stages_key_placed_for_two_in_flight(fake, monkeypatch, caplog):
+    """More workers than fit beside the whole key do not push queries off the device: "auto"
+    places the key for two partitions in flight (``_placed_partitions``), so three asked for in a
+    budget that holds the key and two partitions (not three) keep it whole, and in one that holds
+    only a split beside two, the split that two get; the extra workers' reservations wait.  Where
+    three fit beside the whole key, three it is (nothing said)."""
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._stages._cuda import (CudaStages, ResidentKey, StreamedKey, _key_device_bytes, partition_bytes,
+                                    stream_plan)
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    monkeypatch.setattr(sc, "STREAM_CHUNK_SHARED", 2048)
+    monkeypatch.setattr(sc, "STREAM_CHUNK_MIN", 1024)
+    r1cs, _, _ = porep_like(8, 10)
+    pk = keygen_random(r1cs, seed=10)
+    st = CudaStages(threads=1, b_g2="gpu", precompute=1)
+    whole, part = _key_device_bytes(pk), partition_bytes(pk.domain_size)
+    assert st._placed_partitions(pk, Budget(whole + 3 * part, "roomy"), 3, False) == 3
+    assert st._placed_partitions(pk, Budget(whole + 3 * part - 1, "tight"), 3, False) == 2
+    assert st._placed_partitions(pk, Budget(whole, "tiny"), 2, False) == 2
+    assert st._placed_partitions(pk, None, 4, False) == 4
+    caplog.set_level(logging.INFO, logger="cuzk")
+    budget = Budget(whole + 3 * part, "roomy")
+    key = st.load_key(pk, budget=budget, partitions=3)
+    assert isinstance(key, ResidentKey) and "placed for 2" not in caplog.text
+    key.release()
+    budget = Budget(whole + 3 * part - 1, "three do not fit")
+    key = st.load_key(pk, budget=budget, partitions=3)
+    assert isinstance(key, ResidentKey) and "placed for 2 partitions in flight, not 3" in caplog.text
+    key.release()
+    assert budget.used == 0
+    total = whole + 2 * part - 1                     # a split beside two, not the whole key
+    want = stream_plan(pk, total, 3, 2, 3 * pk.domain_size * 32, True)
+    three = stream_plan(pk, total, 3, 3, 3 * pk.domain_size * 32, True)
+    assert want[0] == 2 and want[1] and three != want  # three in flight would split it otherwise
+    for n in (2, 3, 4):
+        budget = Budget(total, "split")
+        key = st.load_key(pk, budget=budget, partitions=n)
+        assert isinstance(key, StreamedKey) and key.resident == want[1]
+        key.release()
+        assert budget.used == 0
+
+
 def test_h_msm_window_rule():
     """``h_msm_window``: an explicit window wins; else c = 20 for an H MSM of a domain from 2^27
     on without copies (its n − 1 scalars count as n) and from 2^26 with copies, the cost model's

@@ -78,6 +78,13 @@ STREAM_SLOTS = 3
 # session 26): 3 slots of 0.93 GiB gave a 1.94 s region against 1.55 s with 4 GiB, while a
 # partition that waits for the one in flight lost ~0.75 s (2.30 s per partition in 40 GiB).
 STREAM_CHUNK_SHARED = 1 << 30
+# Partitions in flight a key is placed for when the budget cannot hold the whole key beside every
+# worker's partition: two keep the GPU fed (one in its kernel region, the next uploaded beside it);
+# further workers do their host stages and wait for a reservation instead of pushing queries off
+# the device.  H100 80 GB, 2^27, two-lock (bench/RESULTS.md session 37): three workers placed for
+# three streamed H and L (only B resident) and took 15.31 s per 10 partitions against two workers'
+# 14.31 (H, L, B resident, A streamed), same run.
+_PLACED_IN_FLIGHT = 2
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
 _CHUNK_ALIGN = 64
@@ -1040,7 +1047,9 @@ class CudaStages(CpuStages):
         the log).  None: the stage option ``key_where``.  ``lasting=False`` (``cuzk.prove``: the
         key serves one call): ``precompute="auto"`` makes no copies, whose build (2^27, 2 copies:
         9.8 s on the H200) takes ~140 partitions to repay (−68 ms each).  ``partitions``: how many
-        partitions the caller keeps in flight (the engine: its workers per device).
+        partitions the caller keeps in flight (the engine: its workers per device); the key is
+        placed for at most two of them where more do not fit beside the whole key
+        (``_placed_partitions``).
 
         Measured at 2^27 on the H200 in 80 GiB, two workers (bench/RESULTS.md session 27): the
         whole key resident with its partitions taking turns 15.41–15.42 s per 10 partitions,
@@ -1055,6 +1064,7 @@ class CudaStages(CpuStages):
         room = 3 * pk.domain_size * _FR if self.abc_scratch and self.side_scratch else 0
         kept = ()
         deep_resident, deep_streamed = self.h_tables == "deep", self.h_tables != "full"
+        partitions = self._placed_partitions(pk, budget, partitions, deep_resident)
         h_head = self.split_side and self.streams == 2
         # with H resident and split_side, the tails share a, b, c's buffer with H's MSM
         room_h = self._room_beside_h(pk) if h_head and room else None
@@ -1093,6 +1103,23 @@ class CudaStages(CpuStages):
         return StreamedKey(pk, self.device, self.pool, budget, self.stream_chunk, self.stream_slots,
                            partitions, room, resident=kept, deep_tables=deep_streamed, h_head=h_head,
                            h_buffers=hbuf, h_window=self.h_window)
+
+    @staticmethod
+    def _placed_partitions(pk, budget, partitions, deep):
+        """The partitions in flight ``load_key`` places ``pk`` for: ``partitions``, or at most
+        ``_PLACED_IN_FLIGHT`` when the budget (less its resident keys) cannot hold the whole key
+        (``deep``: its H tables deep) and ``partitions`` partitions beside it.  The other workers
+        then wait for a reservation (``Budget.reserve``) after their host stages."""
+        partitions = max(1, int(partitions))
+        if partitions <= _PLACED_IN_FLIGHT or budget is None or budget.total is None:
+            return partitions
+        left = budget.total - budget.lasting
+        if _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size) <= left:
+            return partitions
+        log.info("key of domain 2^%d placed for %d partitions in flight, not %d: %s leaves %.2f GiB "
+                 "beside its resident keys", pk.domain_size.bit_length() - 1, _PLACED_IN_FLIGHT,
+                 partitions, budget.name, left / (1 << 30))
+        return _PLACED_IN_FLIGHT
 
     def _streamed_buffers(self, pk, budget, room_of, deep, partitions=1):
         """How many buffers of n field elements partitions of ``pk`` compute H in if it is
