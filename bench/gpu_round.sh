@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-host round in one call: wheels, build, GPU tests, benches.  Usage (repo root):
-#   bash bench/gpu_round.sh [tests|msm|batch|part|all ...]     logs under $OUT (or /tmp/out)
+#   bash bench/gpu_round.sh [STEP ...]     logs under $OUT (or /tmp/out); no step: build only
 # Session 5's calls: tests msmflat / fixtests eng27 / afftests msmaff affsweep / part27 (bench/RESULTS.md).
 # Session 6: tests affskew / affsm (removed) / prover single24 / eng27 with --single (bench/RESULTS.md).
 # Session 7: tests msmprof msmprof27 / msmtests scat24 scat27 / eng27 scat27b / eng27 (P=4, all modes x 1-4 workers).
@@ -55,6 +55,8 @@
 # Session 35 (H100): eng27s (c_upload register;ring;register: ring kept) / tests / cpin27 / eng27 (ENG27_MODES=two-lock
 #   ENG27_W=2 ENG27_OPTS="--stage-options key_where=auto;key_where=device --single 2": the card's own budget), then
 #   one-off commands on a third machine (topology, bench_upload.py, a 2^26/2^27 partition, --single alone)
+# Session 37 (H100): tests / eng27 (ENG27_MODES=two-lock ENG27_W=2,3: three workers before and after the key placement
+#   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host; one-off commands, bench/RESULTS.md)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -67,7 +69,7 @@ python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 git log --oneline -1 2>/dev/null || true
-for step in "${@:-all}"; do
+for step in "$@"; do
   case $step in
     msmtab) # issue 9's whole table on one tree: G1 2^20-2^27 and G2 2^20-2^24, uniform / bits90 / real_tail (≤ 2^24 == CPU)
            timeout 420 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
