@@ -56,7 +56,7 @@
 #   ENG27_W=2 ENG27_OPTS="--stage-options key_where=auto;key_where=device --single 2": the card's own budget), then
 #   one-off commands on a third machine (topology, bench_upload.py, a 2^26/2^27 partition, --single alone)
 # Session 37 (H100): tests / eng27 (ENG27_MODES=two-lock ENG27_W=2,3: three workers before and after the key placement
-#   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host; one-off commands, bench/RESULTS.md)
+#   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host: the busy27 step, BUSY_LOOPS=4 / 8)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -373,6 +373,19 @@ for step in "$@"; do
           # plain G1 MSMs of uniform scalars at k = 1; pair with eng27 and ENG27_OPTS="--stage-options h_window=16;"
           timeout 240 python3 bench/bench_gpu_msm.py --g1 26,27 --g2 '' --kinds uniform --c 16,18,20 --k 1 --no-check \
                 --runs 3 --json "$OUT/hwin.json" 2>&1 | tee "$OUT/hwin.log" | tail -10 ;;
+    busy27) # the engine at 2^27 on a busy host: $BUSY_LOOPS (default 8) numpy copy loops of 2 GiB run beside it
+            # (session 37: 4 and 8 loops, workers 2 and 3); the ring's rate printed with the loops running
+            pids=()
+            for _ in $(seq "${BUSY_LOOPS:-8}"); do
+              python3 -c "import numpy as np
+a = np.ones(1 << 28); b = np.empty_like(a)
+while True: np.copyto(b, a)" & pids+=($!)
+            done
+            sleep 3
+            timeout 60 python3 bench/bench_upload.py --gib 4 --threads 8 --chunk-mib 16 --runs 3 2>&1 | grep -i ring
+            timeout ${BUSY_TIMEOUT:-420} python3 -m cuzk bench --log-n 27 --partitions 10 --workers-per-gpu ${BUSY_W:-2,3} \
+                --lock-mode two-lock --backend cuda --cache-dir memory --json "$OUT/busy27.json" 2>&1 | tee "$OUT/busy27.log" | tail -6
+            kill "${pids[@]}" ;;
     eng27) timeout ${ENG27_TIMEOUT:-460} python3 -m cuzk bench --log-n 27 --partitions ${ENG27_P:-10} --workers-per-gpu ${ENG27_W:-2} \
                 --lock-mode ${ENG27_MODES:-coarse,narrow} --backend cuda --cache-dir memory ${ENG27_OPTS:-} --json "$OUT/eng27.json" \
                 2>&1 | tee "$OUT/eng27.log" | tail -20 ;;
