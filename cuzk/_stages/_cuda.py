@@ -81,9 +81,10 @@ STREAM_CHUNK_SHARED = 1 << 30
 # Partitions in flight a key is placed for when the budget cannot hold the whole key beside every
 # worker's partition: two keep the GPU fed (one in its kernel region, the next uploaded beside it);
 # further workers do their host stages and wait for a reservation instead of pushing queries off
-# the device.  H100 80 GB, 2^27, two-lock (bench/RESULTS.md session 37): three workers placed for
-# three streamed H and L (only B resident) and took 15.31 s per 10 partitions against two workers'
-# 14.31 (H, L, B resident, A streamed), same run.
+# the device.  H100 80 GB, 2^27, two-lock (bench/RESULTS.md session 37): with the key placed for
+# three partitions, three workers streamed H, L and A (only B resident) and took 15.31 s per 10
+# partitions against two workers' 14.31 (H, L, B resident, A streamed), same run; placed for two,
+# three workers took 14.31 against two's 14.41.
 _PLACED_IN_FLIGHT = 2
 # Chunk boundaries fall on multiples of this many points, so a chunk's bits start a uint64 word of
 # the bitmap (the batch addition reads whole words).
