@@ -704,6 +704,16 @@ def _key_device_bytes(pk, deep=False):
     return sum(_query_bytes(pk, q) for q in QUERIES) + _tables_bytes(pk.domain_size, deep)
 
 
+def _fits_whole(pk, budget, partitions, deep):
+    """Whether ``budget``, less its resident keys, holds ``pk`` whole (``_key_device_bytes``;
+    ``deep``: its H tables deep) and ``partitions`` partitions beside it (``partition_bytes``);
+    True for a budget without a total."""
+    if budget is None or budget.total is None:
+        return True
+    need = _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size)
+    return need <= budget.total - budget.lasting
+
+
 def _warm_tables(device, lg, stream, deep):
     """Twiddle tables (deep or not) and constants of the H stage at 2^lg, built now (not in a
     kernel region)."""
@@ -1075,20 +1085,17 @@ class CudaStages(CpuStages):
             return _abc_room(pk.domain_size, hbuf) if hbuf < 4 and room4 else room4
         hbuf = self._streamed_buffers(pk, budget, room_of, deep_streamed, partitions)
         room = room_of(hbuf)
-        if where == "auto" and budget is not None and budget.total is not None:
-            whole, left = _key_device_bytes(pk, deep_resident), budget.total - budget.lasting
-            part = partition_bytes(pk.domain_size)
-            if whole + partitions * part > left:
-                p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed,
-                                      room_h, hbuf)
-                if p < 2 and whole + part <= left:
-                    kept = ()               # one partition at a time either way: all resident
-                else:
-                    log.info("key of domain 2^%d: %s streamed per partition, %d partition(s) in "
-                             "flight beside it (%s leaves %.2f GiB beside its resident keys)", lg,
-                             f"queries {'/'.join(kept)} resident, the rest" if kept else "every query",
-                             p, budget.name, left / (1 << 30))
-                    where = "host"
+        if where == "auto" and not _fits_whole(pk, budget, partitions, deep_resident):
+            p, kept = stream_plan(pk, budget.free, self.stream_slots, partitions, room, deep_streamed,
+                                  room_h, hbuf)
+            if p < 2 and _fits_whole(pk, budget, 1, deep_resident):
+                kept = ()               # one partition at a time either way: all resident
+            else:
+                log.info("key of domain 2^%d: %s streamed per partition, %d partition(s) in "
+                         "flight beside it (%s leaves %.2f GiB beside its resident keys)", lg,
+                         f"queries {'/'.join(kept)} resident, the rest" if kept else "every query",
+                         p, budget.name, (budget.total - budget.lasting) / (1 << 30))
+                where = "host"
         if where != "host":
             try:
                 return ResidentKey(pk, self.device, self.pool, budget, progress, pre, self.h_window,
@@ -1112,14 +1119,11 @@ class CudaStages(CpuStages):
         (``deep``: its H tables deep) and ``partitions`` partitions beside it.  The other workers
         then wait for a reservation (``Budget.reserve``) after their host stages."""
         partitions = max(1, int(partitions))
-        if partitions <= _PLACED_IN_FLIGHT or budget is None or budget.total is None:
-            return partitions
-        left = budget.total - budget.lasting
-        if _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size) <= left:
+        if partitions <= _PLACED_IN_FLIGHT or _fits_whole(pk, budget, partitions, deep):
             return partitions
         log.info("key of domain 2^%d placed for %d partitions in flight, not %d: %s leaves %.2f GiB "
                  "beside its resident keys", pk.domain_size.bit_length() - 1, _PLACED_IN_FLIGHT,
-                 partitions, budget.name, left / (1 << 30))
+                 partitions, budget.name, (budget.total - budget.lasting) / (1 << 30))
         return _PLACED_IN_FLIGHT
 
     def _streamed_buffers(self, pk, budget, room_of, deep, partitions=1):
