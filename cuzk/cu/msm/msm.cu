@@ -93,7 +93,7 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 // 736.5 vs 689.9).  CUZK_MSM_BATCH_BOUNDS (empty by default; defined by a copy of this tree for
 // an A/B, bench/gpu_round.sh nregab) puts a cap such as __maxnreg__(224) on them: NVRTC 13.5,
 // sm_90, G1: 224 registers + 44 local loads/stores (9 warps per SM), 200 + 104 (10), 184 + 152
-// (11); __launch_bounds__ below 240 gave 168 + 260 whatever the bound.
+// (11); __launch_bounds__ (32, 9), (64, 5) and (96, 3) all gave 168 + 260.
 
 /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2); F: the field
    type the kernel computes in (the same bytes as the group's: only its products may differ) */
