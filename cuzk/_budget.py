@@ -100,6 +100,12 @@ class Budget:
     def free(self) -> int | None:
         return None if self.total is None else self.total - self._used
 
+    @property
+    def beside_keys(self) -> int | None:
+        """Bytes the budget leaves beside its ``lasting`` reservations (the resident keys): the
+        most any other reservation can ever get; None without a total."""
+        return None if self.total is None else self.total - self._lasting
+
     def _fits(self, nbytes):
         return self.total is None or self._used + nbytes <= self.total
 
@@ -175,7 +181,7 @@ class Budget:
         if not lasting and self.never_fits(nbytes):
             raise BudgetError(f"{self.name}: {what or 'reservation'} needs {nbytes} bytes; the "
                               f"budget of {self.total} bytes less {self._lasting} bytes of "
-                              f"resident keys leaves {self.total - self._lasting}")
+                              f"resident keys leaves {self.beside_keys}")
 
     def snapshot(self) -> dict:
         """{name, total, used, peak, waiting, reservations: [(what, nbytes)]} at this moment."""

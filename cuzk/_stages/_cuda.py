@@ -708,10 +708,8 @@ def _fits_whole(pk, budget, partitions, deep):
     """Whether ``budget``, less its resident keys, holds ``pk`` whole (``_key_device_bytes``;
     ``deep``: its H tables deep) and ``partitions`` partitions beside it (``partition_bytes``);
     True for a budget without a total."""
-    if budget is None or budget.total is None:
-        return True
-    need = _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size)
-    return need <= budget.total - budget.lasting
+    return budget is None or not budget.never_fits(
+        _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size))
 
 
 def _warm_tables(device, lg, stream, deep):
@@ -1094,7 +1092,7 @@ class CudaStages(CpuStages):
                 log.info("key of domain 2^%d: %s streamed per partition, %d partition(s) in "
                          "flight beside it (%s leaves %.2f GiB beside its resident keys)", lg,
                          f"queries {'/'.join(kept)} resident, the rest" if kept else "every query",
-                         p, budget.name, (budget.total - budget.lasting) / (1 << 30))
+                         p, budget.name, budget.beside_keys / (1 << 30))
                 where = "host"
         if where != "host":
             try:
@@ -1123,7 +1121,7 @@ class CudaStages(CpuStages):
             return partitions
         log.info("key of domain 2^%d placed for %d partitions in flight, not %d: %s leaves %.2f GiB "
                  "beside its resident keys", pk.domain_size.bit_length() - 1, _PLACED_IN_FLIGHT,
-                 partitions, budget.name, (budget.total - budget.lasting) / (1 << 30))
+                 partitions, budget.name, budget.beside_keys / (1 << 30))
         return _PLACED_IN_FLIGHT
 
     def _streamed_buffers(self, pk, budget, room_of, deep, partitions=1):
@@ -1157,7 +1155,7 @@ class CudaStages(CpuStages):
         tables = _tables_bytes(n, _cuda_ntt.h_deep(n.bit_length() - 1, deep))
         floor = STREAM_CHUNK_MIN if self.stream_chunk is None else self.stream_chunk
         slot1 = _align(min(floor, max(_query_bytes(pk, q) for q in QUERIES)))
-        left = budget.total - budget.lasting
+        left = budget.beside_keys
 
         def share(p, hbuf):
             return _slot_share(n, left, tables, self.stream_slots, p, room_of(hbuf), hbuf)
