@@ -174,7 +174,8 @@ for step in "$@"; do
                 --no-check --runs 5 --json "$OUT/msmk.json" 2>&1 | tee "$OUT/msmk.log" | grep -v "^ *$" | tail -22 ;;
     nregab) # the batch level 0 under a register cap (__maxnreg__(R), blocks of T: more warps per SM, some spills)
             # against the compiler's choice (240 registers, blocks of 128), each variant a copy of cuzk/cu; NREG_VARIANTS
-            # "R:T ..." (def = no cap).  G1 2^20 (batch, == CPU), then 2^24 and 2^27 uniform c = 20 k = 2, profile on.
+            # "R:T ..." (def = no cap).  G1 2^20 (batch, == CPU), then NREG_SIZES (2^24 and 2^27) uniform c = 20 k = 2,
+            # NREG_RUNS (3) runs each, profile on.
             vs=${NREG_VARIANTS:-"def:128 224:96 200:64 184:32 def:128"}
             for v in $vs; do R=${v%:*}; d=/tmp/cu_nreg_$R; rm -rf $d; cp -r cuzk/cu $d
               [ "$R" = def ] || sed -i "1i #define CUZK_MSM_BATCH_BOUNDS __maxnreg__($R)" $d/msm/msm.cu
@@ -184,7 +185,7 @@ for step in "$@"; do
               CUZK_CU_DIR=/tmp/cu_nreg_$R CUZK_MSM_BATCH_THREADS=$T timeout 120 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' \
                 --kinds uniform,real_tail --balance batch --c 16 --k 1,4 --runs 1 2>&1 | grep -E '^g1 |MISMATCH|rror' | sed "s/^/$R /"
               CUZK_CU_DIR=/tmp/cu_nreg_$R CUZK_MSM_BATCH_THREADS=$T CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py \
-                --g1 24,27 --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs 3 --json "$OUT/nreg-$R-$T.json" \
+                --g1 ${NREG_SIZES:-24,27} --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs ${NREG_RUNS:-3} --json "$OUT/nreg-$R-$T.json" \
                 2>&1 | tee "$OUT/nreg-$R-$T.log" | grep -E '^g1 |level0=|rror' | sed "s/^/$R /" | tail -10
             done ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
