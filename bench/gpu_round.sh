@@ -58,6 +58,7 @@
 # Session 37 (H100): tests / eng27 (ENG27_MODES=two-lock ENG27_W=2,3: three workers before and after the key placement
 #   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host: the busy27 step, BUSY_LOOPS=4 / 8)
 # Session 38 (H100): tests; then no machine could be started: nregab prepared (the batch level 0 under __maxnreg__ caps)
+# Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
