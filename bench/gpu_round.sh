@@ -178,7 +178,10 @@ for step in "$@"; do
             # "R:T ..." (def = no cap).  G1 2^20 (batch, == CPU), then NREG_SIZES (2^24 and 2^27) uniform c = 20 k = 2,
             # NREG_RUNS (3) runs each, profile on.
             vs=${NREG_VARIANTS:-"def:128 224:96 200:64 184:32 def:128"}
-            for v in $vs; do R=${v%:*}; d=/tmp/cu_nreg_$R; rm -rf $d; cp -r cuzk/cu $d
+            made=" "
+            for v in $vs; do R=${v%:*}; d=/tmp/cu_nreg_$R
+              case "$made" in *" $R "*) continue ;; esac    # a repeated variant (def twice) reuses its copy
+              made="$made$R "; rm -rf $d; cp -r cuzk/cu $d
               [ "$R" = def ] || sed -i "1i #define CUZK_MSM_BATCH_BOUNDS __maxnreg__($R)" $d/msm/msm.cu
               CUZK_CU_DIR=$d python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" & done; wait
             for v in $vs; do R=${v%:*}; T=${v#*:}
