@@ -59,6 +59,7 @@
 #   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host: the busy27 step, BUSY_LOOPS=4 / 8)
 # Session 38 (H100): tests; then no machine could be started: nregab prepared (the batch level 0 under __maxnreg__ caps)
 # Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
+# Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -173,25 +174,6 @@ for step in "$@"; do
                 | tee "$OUT/upload.log" | tail -14 ;;
     msmk) timeout 240 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 22 --kinds uniform,bits90 --c 16 --k 4,8,16 \
                 --no-check --runs 5 --json "$OUT/msmk.json" 2>&1 | tee "$OUT/msmk.log" | grep -v "^ *$" | tail -22 ;;
-    nregab) # the batch level 0 under a register cap (__maxnreg__(R), blocks of T: more warps per SM, some spills)
-            # against the compiler's choice (240 registers, blocks of 128), each variant a copy of cuzk/cu; NREG_VARIANTS
-            # "R:T ..." (def = no cap).  G1 2^20 (batch, == CPU), then NREG_SIZES (2^24 and 2^27) uniform c = 20 k = 2,
-            # NREG_RUNS (3) runs each, profile on.
-            vs=${NREG_VARIANTS:-"def:128 224:96 200:64 184:32 def:128"}
-            made=" "
-            for v in $vs; do R=${v%:*}; d=/tmp/cu_nreg_$R
-              case "$made" in *" $R "*) continue ;; esac    # a repeated variant (def twice) reuses its copy
-              made="$made$R "; rm -rf $d; cp -r cuzk/cu $d
-              [ "$R" = def ] || sed -i "1i #define CUZK_MSM_BATCH_BOUNDS __maxnreg__($R)" $d/msm/msm.cu
-              CUZK_CU_DIR=$d python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" & done; wait
-            for v in $vs; do R=${v%:*}; T=${v#*:}
-              echo "== variant $R registers, $T threads"
-              CUZK_CU_DIR=/tmp/cu_nreg_$R CUZK_MSM_BATCH_THREADS=$T timeout 120 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' \
-                --kinds uniform,real_tail --balance batch --c 16 --k 1,4 --runs 1 2>&1 | grep -E '^g1 |MISMATCH|rror' | sed "s/^/$R /"
-              CUZK_CU_DIR=/tmp/cu_nreg_$R CUZK_MSM_BATCH_THREADS=$T CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py \
-                --g1 ${NREG_SIZES:-24,27} --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs ${NREG_RUNS:-3} --json "$OUT/nreg-$R-$T.json" \
-                2>&1 | tee "$OUT/nreg-$R-$T.log" | grep -E '^g1 |level0=|rror' | sed "s/^/$R /" | tail -10
-            done ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
     sqrab) # A/B of the dedicated Fq squaring in one call: a copy of cuzk/cu with sqr() = the product

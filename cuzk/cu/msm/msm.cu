@@ -90,18 +90,15 @@ extern "C" __global__ void cuzk_msm_scan_block(uint64_t* out, const uint64_t* in
 // 128 per SM).  Capped by __launch_bounds__(128, 3) (168 registers + a 280-byte stack, 3 blocks)
 // they were slower on the H200 (session 10: G1 2^24 c = 16 k = 4 118.9 vs 101.7 ms, 2^27 c = 20
 // k = 2 790.6 vs 694.4; session 13, with the lane's points loaded late to fit: 110.9 vs 102.0,
-// 736.5 vs 689.9).  CUZK_MSM_BATCH_BOUNDS (empty by default; defined by a copy of this tree for
-// an A/B, bench/gpu_round.sh nregab) puts a cap such as __maxnreg__(224) on them: NVRTC 13.5,
-// sm_90, G1: 224 registers + 44 local loads/stores (9 warps per SM), 200 + 104 (10), 184 + 152
-// (11); __launch_bounds__ (32, 9), (64, 5) and (96, 3) all gave 168 + 260.
+// 736.5 vs 689.9).  Capped by __maxnreg__ (H100, session 40, G1 c = 20 k = 2, level 0 at 2^24 /
+// 2^27 against the default's 86.7 / 575.2 ms, same call): 224 registers + 44 local loads/stores,
+// 3 blocks of 96: 112.5 / 771.9; 200 + 104, 5 of 64: 95.1 / 643.7; 184 + 152, 11 of 32: 103.7 /
+// 719.0.  More warps per SM do not pay for the spills: the default stays.
 
 /* lanes: cap rows of acc (affine), then cap of pre (field), then cap of word (uint2); F: the field
    type the kernel computes in (the same bytes as the group's: only its products may differ) */
-#ifndef CUZK_MSM_BATCH_BOUNDS
-#define CUZK_MSM_BATCH_BOUNDS
-#endif
 #define CUZK_MSM_BATCH_KERNEL(G, F)                                                                     \
-    extern "C" __global__ void CUZK_MSM_BATCH_BOUNDS cuzk_msm_sum_points_batch_##G(                     \
+    extern "C" __global__ void cuzk_msm_sum_points_batch_##G(                                          \
         G##_xyzz_t* out, const uint64_t* seg, const uint64_t* off, const uint32_t* entries,             \
         const G##_affine_t* points, uint32_t nb, uint32_t S, G##_affine_t* lanes, uint64_t cap)         \
     {                                                                                                   \
