@@ -1,4 +1,5 @@
-"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a.
+"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a,
+and Fq's lazy product mont_t::mul_lazy (no final subtraction; operands and result < 2p).
 
 Fq has a dedicated squaring (out of line in fq_t, the curve code's field; inlined in
 mont_t<fq_params_t>, both checked); Fr's sqr() is the product.  The field code runs on the
@@ -40,6 +41,8 @@ def sqr_lib(tmp_path_factory):
     u32p = ctypes.POINTER(ctypes.c_uint32)
     so.emu_field_sqr.argtypes = [ctypes.c_int, u32p, u32p, u32p, ctypes.c_size_t]
     so.emu_field_sqr.restype = ctypes.c_int
+    so.emu_field_mul_lazy.argtypes = [ctypes.c_int, u32p, u32p, u32p, u32p, u32p, ctypes.c_size_t]
+    so.emu_field_mul_lazy.restype = ctypes.c_int
     return so
 
 
@@ -120,3 +123,85 @@ def test_sqr_iterated(sqr_lib, rng, field):
     rinv = pow(R_, -1, p)
     for x0, x in zip(starts, xs):
         assert x == pow(x0 * rinv, 1 << 300, p) * R_ % p
+
+
+def to_limbs(vals, n):
+    return np.frombuffer(b"".join(v.to_bytes(4 * n, "little") for v in vals), dtype="<u4").copy()
+
+
+def from_limbs(x, n):
+    b = x.tobytes()
+    return [int.from_bytes(b[i:i + 4 * n], "little") for i in range(0, len(b), 4 * n)]
+
+
+def lazy_products(lib, field, pairs):
+    """(mul_lazy(a, b), mul_lazy(a, b).reduced(), a * b) for each (a, b) (ints < 2p)."""
+    fid, _, n = FIELDS[field]
+    a = to_limbs([x for x, _ in pairs], n)
+    b = to_limbs([y for _, y in pairs], n)
+    outs = [np.zeros_like(a) for _ in range(3)]
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    rc = lib.emu_field_mul_lazy(fid, a.ctypes.data_as(u32p), b.ctypes.data_as(u32p),
+                                *(o.ctypes.data_as(u32p) for o in outs), len(pairs))
+    assert rc == 0
+    return [from_limbs(o, n) for o in outs]
+
+
+def check_lazy(lib, field, pairs):
+    """Every result ≡ a·b·R^-1 (mod p); the lazy one < 2p, the reduced and full ones < p."""
+    _, p, n = FIELDS[field]
+    rinv = pow(1 << (32 * n), -1, p)
+    lazy, red, full = lazy_products(lib, field, pairs)
+    for (a, b), z, r, m in zip(pairs, lazy, red, full):
+        want = a * b * rinv % p
+        assert z < 2 * p and z % p == want, f"{field} mul_lazy: a={a:#x} b={b:#x} got {z:#x} want {want:#x}"
+        assert r == want, f"{field} mul_lazy().reduced(): a={a:#x} b={b:#x} got {r:#x} want {want:#x}"
+        assert m == want, f"{field} a * b (lazy operands): a={a:#x} b={b:#x} got {m:#x} want {want:#x}"
+    return lazy
+
+
+LAZY_FIELDS = ["fq", "fq_inline"]
+
+
+def lazy_operands(p, n, rnd):
+    """Values < 2p: the squaring's edge values v and v + p (when < 2p), 2p − 1, 2p − 2^k, and
+    1500 uniform values below 2p; every pair of a small set, the rest paired at random."""
+    base = sqr_edge_values(p, n)
+    vals = set(base) | {v + p for v in base} | {2 * p - 1, 2 * p - 2, p}
+    vals |= {2 * p - (1 << k) for k in range(0, p.bit_length(), 7)}
+    vals = sorted(v for v in vals if v < 2 * p)
+    small = [0, 1, p - 1, p, p + 1, 2 * p - 1, (1 << (32 * n)) % p + p]
+    pairs = [(a, b) for a in small for b in small]
+    pairs += [(v, rnd.choice(vals)) for v in vals] + [(rnd.choice(vals), v) for v in vals]
+    pairs += [(rnd.randrange(2 * p), rnd.randrange(2 * p)) for _ in range(1500)]
+    return pairs
+
+
+@pytest.mark.parametrize("field", LAZY_FIELDS)
+def test_mul_lazy_edges_and_random(sqr_lib, rng, field):
+    _, p, n = FIELDS[field]
+    rnd = random.Random(int(rng.integers(2**63)))
+    lazy = check_lazy(sqr_lib, field, lazy_operands(p, n, rnd))
+    # the lazy results reach [p, 2p): the test covers operands and results above p
+    assert any(z >= p for z in lazy)
+
+
+@pytest.mark.parametrize("field", LAZY_FIELDS)
+def test_mul_lazy_chains(sqr_lib, rng, field):
+    """The batch additions' use: a running product x ← mul_lazy(x, d) over 400 steps (x stays
+    < 2p, never reduced), then x.reduced() == Π d (Montgomery form)."""
+    _, p, n = FIELDS[field]
+    R_ = 1 << (32 * n)
+    rinv = pow(R_, -1, p)
+    rnd = random.Random(int(rng.integers(2**63)))
+    xs = [rnd.randrange(2 * p) for _ in range(16)] + [2 * p - 1, p, R_ % p]
+    want = [x % p for x in xs]
+    seen_high = False
+    for _ in range(400):
+        ds = [rnd.choice((rnd.randrange(p), p - 1, 1, R_ % p)) for _ in xs]
+        xs = check_lazy(sqr_lib, field, list(zip(xs, ds)))
+        want = [w * d * rinv % p for w, d in zip(want, ds)]
+        seen_high |= any(x >= p for x in xs)
+    assert [x % p for x in xs] == want
+    assert seen_high
+
