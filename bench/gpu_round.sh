@@ -175,25 +175,24 @@ for step in "$@"; do
     msmk) timeout 240 python3 bench/bench_gpu_msm.py --g1 20,22,24 --g2 22 --kinds uniform,bits90 --c 16 --k 4,8,16 \
                 --no-check --runs 5 --json "$OUT/msmk.json" 2>&1 | tee "$OUT/msmk.log" | grep -v "^ *$" | tail -22 ;;
     cuab) # the kernels of git revision $CUAB_BASE (default HEAD~1) against the working tree's, one call: both
-          # compiled first; G1 2^20 batch (uniform, real_tail, bits90 == CPU) and the GPU tests of the batch
-          # additions and the MSM's level 0 on the new tree; then CUAB_SIZES (24,27) uniform c = 20 k = 2, CUAB_RUNS (3) runs, profile on,
-          # alternating base / new CUAB_ROUNDS (2) times
+          # compiled first; G1 2^20 batch (uniform, real_tail, bits90 == CPU) on the new tree; then CUAB_SIZES
+          # (24,27) uniform c = 20 k = 2, CUAB_RUNS (3) runs, profile on, alternating base / new CUAB_ROUNDS (2)
+          # times; last, the GPU tests of the batch additions and the MSM's level 0 on the new tree
           rm -rf /tmp/cuab && mkdir -p /tmp/cuab/base && git archive "${CUAB_BASE:-HEAD~1}" cuzk/cu | tar -x -C /tmp/cuab/base \
             || { echo "cuab: no tree for ${CUAB_BASE:-HEAD~1}"; continue; }
           CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" &
           python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" & wait
           timeout 150 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' --kinds uniform,real_tail,bits90 --balance batch --c 16 \
             --k 1,4 --runs 1 2>&1 | grep -E '^g1 |MISMATCH|rror' | sed "s/^/new /"
-          timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
-            -k "batch_add or level0 or batch_many or distributions" 2>&1 \
-            | tee "$OUT/cuab_tests.log" | tail -3
           for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
             if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
             echo "== $v (round $r)"
             CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 ${CUAB_SIZES:-24,27} --g2 '' --kinds uniform --c 20 \
               --k 2 --no-check --runs ${CUAB_RUNS:-3} --json "$OUT/cuab-$v-$r.json" 2>&1 | tee "$OUT/cuab-$v-$r.log" \
               | grep -E '^g1 |level0=|rror' | sed "s/^/$v /" | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | tail -10
-          done; done; unset CUZK_CU_DIR ;;
+          done; done; unset CUZK_CU_DIR
+          timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
+            -k "batch_add or level0 or batch_many or distributions" 2>&1 | tee "$OUT/cuab_tests.log" | tail -3 ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
     sqrab) # A/B of the dedicated Fq squaring in one call: a copy of cuzk/cu with sqr() = the product
