@@ -59,7 +59,8 @@
 #   for two in flight), the same beside 4 and 8 numpy copy loops (a busy host: the busy27 step, BUSY_LOOPS=4 / 8)
 # Session 38 (H100): tests; then no machine could be started: nregab prepared (the batch level 0 under __maxnreg__ caps)
 # Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
-# Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed)
+# Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed); then no machine could
+#   be started: cuab prepared (CUAB_BASE=679fd65: Fq's lazy product in the batch additions against the full one)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
