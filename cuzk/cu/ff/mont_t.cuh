@@ -5,8 +5,9 @@
 //   struct P { static constexpr int N; static constexpr uint32_t M0;   // -p^-1 mod 2^32
 //              static constexpr uint32_t mod(int i), one(int i), rr(int i); };
 // Requirements: N even, 2p < 2^(32N) (both BLS12-381 fields have spare top bits),
-// values always fully reduced (< p).  In memory an element is the same bytes as
-// the CPU's 64-bit-limb Montgomery form.
+// values always fully reduced (< p), except mul_lazy's results (< 2p, kept inside one
+// kernel's products; see there).  In memory an element is the same bytes as the CPU's
+// 64-bit-limb Montgomery form.
 //
 // Multiplication: CIOS with the partial products of even and odd limbs kept in
 // two accumulators, each a single unbroken carry chain (the lo/hi halves of
