@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from helpers import CU_DIR, EMU_DIR, cxx_compiler, tail_text
-from test_cu_emu import P, R, adversarial_values, edge_values
+from test_cu_emu import P, R, adversarial_values, edge_values, from_arr, to_arr
 
 # name -> (emu_field_sqr's field id, modulus, 32-bit limbs)
 FIELDS = {"fr": (0, R, 8), "fq": (1, P, 12), "fq_inline": (2, P, 12)}
@@ -49,18 +49,13 @@ def sqr_lib(tmp_path_factory):
 def sqr_and_mul(lib, field, vals):
     """(a.sqr(), a * a) for each a in vals (Montgomery-form ints < p), as ints."""
     fid, _, n = FIELDS[field]
-    raw = b"".join(v.to_bytes(4 * n, "little") for v in vals)
-    a = np.frombuffer(raw, dtype="<u4").copy()
+    a = to_arr(vals, 4 * n)                 # the limbs' bytes, little-endian (rows of n/2 u64)
     s, m = np.zeros_like(a), np.zeros_like(a)
     u32p = ctypes.POINTER(ctypes.c_uint32)
     rc = lib.emu_field_sqr(fid, a.ctypes.data_as(u32p), s.ctypes.data_as(u32p),
                            m.ctypes.data_as(u32p), len(vals))
     assert rc == 0
-
-    def ints(x):
-        b = x.tobytes()
-        return [int.from_bytes(b[i:i + 4 * n], "little") for i in range(0, len(b), 4 * n)]
-    return ints(s), ints(m)
+    return from_arr(s), from_arr(m)
 
 
 def sqr_edge_values(p, n):
@@ -125,26 +120,17 @@ def test_sqr_iterated(sqr_lib, rng, field):
         assert x == pow(x0 * rinv, 1 << 300, p) * R_ % p
 
 
-def to_limbs(vals, n):
-    return np.frombuffer(b"".join(v.to_bytes(4 * n, "little") for v in vals), dtype="<u4").copy()
-
-
-def from_limbs(x, n):
-    b = x.tobytes()
-    return [int.from_bytes(b[i:i + 4 * n], "little") for i in range(0, len(b), 4 * n)]
-
-
 def lazy_products(lib, field, pairs):
     """(mul_lazy(a, b), mul_lazy(a, b).reduced(), a * b) for each (a, b) (ints < 2p)."""
     fid, _, n = FIELDS[field]
-    a = to_limbs([x for x, _ in pairs], n)
-    b = to_limbs([y for _, y in pairs], n)
+    a = to_arr([x for x, _ in pairs], 4 * n)
+    b = to_arr([y for _, y in pairs], 4 * n)
     outs = [np.zeros_like(a) for _ in range(3)]
     u32p = ctypes.POINTER(ctypes.c_uint32)
     rc = lib.emu_field_mul_lazy(fid, a.ctypes.data_as(u32p), b.ctypes.data_as(u32p),
                                 *(o.ctypes.data_as(u32p) for o in outs), len(pairs))
     assert rc == 0
-    return [from_limbs(o, n) for o in outs]
+    return [from_arr(o) for o in outs]
 
 
 def check_lazy(lib, field, pairs):
@@ -164,8 +150,8 @@ LAZY_FIELDS = ["fq", "fq_inline"]
 
 
 def lazy_operands(p, n, rnd):
-    """Values < 2p: the squaring's edge values v and v + p (when < 2p), 2p − 1, 2p − 2^k, and
-    1500 uniform values below 2p; every pair of a small set, the rest paired at random."""
+    """Pairs of values < 2p: every pair of a small set; the squaring's edge values v and v + p
+    (when < 2p), 2p − 1 and 2p − 2^k, each paired with a random one of them; 1500 uniform pairs."""
     base = sqr_edge_values(p, n)
     vals = set(base) | {v + p for v in base} | {2 * p - 1, 2 * p - 2, p}
     vals |= {2 * p - (1 << k) for k in range(0, p.bit_length(), 7)}
