@@ -1,5 +1,4 @@
-"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a,
-and Fq's lazy product mont_t::mul_lazy (no final subtraction; operands and result < 2p).
+"""mont_t::sqr() (cuzk/cu/ff/mont_t.cuh) against Python big ints and against the product a * a.
 
 Fq has a dedicated squaring (out of line in fq_t, the curve code's field; inlined in
 mont_t<fq_params_t>, both checked); Fr's sqr() is the product.  The field code runs on the
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 
 from helpers import CU_DIR, EMU_DIR, cxx_compiler, tail_text
-from test_cu_emu import P, R, adversarial_values, edge_values, from_arr, to_arr
+from test_cu_emu import P, R, adversarial_values, edge_values
 
 # name -> (emu_field_sqr's field id, modulus, 32-bit limbs)
 FIELDS = {"fr": (0, R, 8), "fq": (1, P, 12), "fq_inline": (2, P, 12)}
@@ -41,21 +40,24 @@ def sqr_lib(tmp_path_factory):
     u32p = ctypes.POINTER(ctypes.c_uint32)
     so.emu_field_sqr.argtypes = [ctypes.c_int, u32p, u32p, u32p, ctypes.c_size_t]
     so.emu_field_sqr.restype = ctypes.c_int
-    so.emu_field_mul_lazy.argtypes = [ctypes.c_int, u32p, u32p, u32p, u32p, u32p, ctypes.c_size_t]
-    so.emu_field_mul_lazy.restype = ctypes.c_int
     return so
 
 
 def sqr_and_mul(lib, field, vals):
     """(a.sqr(), a * a) for each a in vals (Montgomery-form ints < p), as ints."""
     fid, _, n = FIELDS[field]
-    a = to_arr(vals, 4 * n)                 # the limbs' bytes, little-endian (rows of n/2 u64)
+    raw = b"".join(v.to_bytes(4 * n, "little") for v in vals)
+    a = np.frombuffer(raw, dtype="<u4").copy()
     s, m = np.zeros_like(a), np.zeros_like(a)
     u32p = ctypes.POINTER(ctypes.c_uint32)
     rc = lib.emu_field_sqr(fid, a.ctypes.data_as(u32p), s.ctypes.data_as(u32p),
                            m.ctypes.data_as(u32p), len(vals))
     assert rc == 0
-    return from_arr(s), from_arr(m)
+
+    def ints(x):
+        b = x.tobytes()
+        return [int.from_bytes(b[i:i + 4 * n], "little") for i in range(0, len(b), 4 * n)]
+    return ints(s), ints(m)
 
 
 def sqr_edge_values(p, n):
@@ -118,76 +120,3 @@ def test_sqr_iterated(sqr_lib, rng, field):
     rinv = pow(R_, -1, p)
     for x0, x in zip(starts, xs):
         assert x == pow(x0 * rinv, 1 << 300, p) * R_ % p
-
-
-def lazy_products(lib, field, pairs):
-    """(mul_lazy(a, b), mul_lazy(a, b).reduced(), a * b) for each (a, b) (ints < 2p)."""
-    fid, _, n = FIELDS[field]
-    a = to_arr([x for x, _ in pairs], 4 * n)
-    b = to_arr([y for _, y in pairs], 4 * n)
-    outs = [np.zeros_like(a) for _ in range(3)]
-    u32p = ctypes.POINTER(ctypes.c_uint32)
-    rc = lib.emu_field_mul_lazy(fid, a.ctypes.data_as(u32p), b.ctypes.data_as(u32p),
-                                *(o.ctypes.data_as(u32p) for o in outs), len(pairs))
-    assert rc == 0
-    return [from_arr(o) for o in outs]
-
-
-def check_lazy(lib, field, pairs):
-    """Every result ≡ a·b·R^-1 (mod p); the lazy one < 2p, the reduced and full ones < p."""
-    _, p, n = FIELDS[field]
-    rinv = pow(1 << (32 * n), -1, p)
-    lazy, red, full = lazy_products(lib, field, pairs)
-    for (a, b), z, r, m in zip(pairs, lazy, red, full):
-        want = a * b * rinv % p
-        assert z < 2 * p and z % p == want, f"{field} mul_lazy: a={a:#x} b={b:#x} got {z:#x} want {want:#x}"
-        assert r == want, f"{field} mul_lazy().reduced(): a={a:#x} b={b:#x} got {r:#x} want {want:#x}"
-        assert m == want, f"{field} a * b (lazy operands): a={a:#x} b={b:#x} got {m:#x} want {want:#x}"
-    return lazy
-
-
-LAZY_FIELDS = ["fq", "fq_inline"]
-
-
-def lazy_operands(p, n, rnd):
-    """Pairs of values < 2p: every pair of a small set; the squaring's edge values v and v + p
-    (when < 2p), 2p − 1 and 2p − 2^k, each paired with a random one of them; 1500 uniform pairs."""
-    base = sqr_edge_values(p, n)
-    vals = set(base) | {v + p for v in base} | {2 * p - 1, 2 * p - 2, p}
-    vals |= {2 * p - (1 << k) for k in range(0, p.bit_length(), 7)}
-    vals = sorted(v for v in vals if v < 2 * p)
-    small = [0, 1, p - 1, p, p + 1, 2 * p - 1, (1 << (32 * n)) % p + p]
-    pairs = [(a, b) for a in small for b in small]
-    pairs += [(v, rnd.choice(vals)) for v in vals] + [(rnd.choice(vals), v) for v in vals]
-    pairs += [(rnd.randrange(2 * p), rnd.randrange(2 * p)) for _ in range(1500)]
-    return pairs
-
-
-@pytest.mark.parametrize("field", LAZY_FIELDS)
-def test_mul_lazy_edges_and_random(sqr_lib, rng, field):
-    _, p, n = FIELDS[field]
-    rnd = random.Random(int(rng.integers(2**63)))
-    lazy = check_lazy(sqr_lib, field, lazy_operands(p, n, rnd))
-    # the lazy results reach [p, 2p): the test covers operands and results above p
-    assert any(z >= p for z in lazy)
-
-
-@pytest.mark.parametrize("field", LAZY_FIELDS)
-def test_mul_lazy_chains(sqr_lib, rng, field):
-    """The batch additions' use: a running product x ← mul_lazy(x, d) over 400 steps (x stays
-    < 2p, never reduced), then x.reduced() == Π d (Montgomery form)."""
-    _, p, n = FIELDS[field]
-    R_ = 1 << (32 * n)
-    rinv = pow(R_, -1, p)
-    rnd = random.Random(int(rng.integers(2**63)))
-    xs = [rnd.randrange(2 * p) for _ in range(16)] + [2 * p - 1, p, R_ % p]
-    want = [x % p for x in xs]
-    seen_high = False
-    for _ in range(400):
-        ds = [rnd.choice((rnd.randrange(p), p - 1, 1, R_ % p)) for _ in xs]
-        xs = check_lazy(sqr_lib, field, list(zip(xs, ds)))
-        want = [w * d * rinv % p for w, d in zip(want, ds)]
-        seen_high |= any(x >= p for x in xs)
-    assert [x % p for x in xs] == want
-    assert seen_high
-

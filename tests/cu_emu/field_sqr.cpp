@@ -1,7 +1,6 @@
 // Host harness (developer/test tool only) for tests/test_cu_emu_sqr.py: mont_t::sqr() and the
-// product a * a of one field over an array of elements, and Fq's lazy product (mul_lazy, its
-// reduced() and the full product of the same operands, each < 2p), compiled with CUZK_HOST_EMU
-// like emu.cpp but without the kernel launcher (only the field headers).
+// product a * a of one field over an array of elements, compiled with CUZK_HOST_EMU like
+// emu.cpp but without the kernel launcher (only the field headers).
 //
 // Build: c++ -O2 -std=c++20 -shared -fPIC -I<cuzk/cu> field_sqr.cpp -o libcuzk_sqr.so
 #include "cuda_emu.hpp"
@@ -48,44 +47,6 @@ extern "C" __attribute__((visibility("default"))) int emu_field_sqr(int field, c
     case 0: sqr_and_mul<cuzk::fr_t>(in, out_sqr, out_mul, n); return 0;
     case 1: sqr_and_mul<cuzk::fq_t>(in, out_sqr, out_mul, n); return 0;
     case 2: sqr_and_mul<fq_inline_t>(in, out_sqr, out_mul, n); return 0;
-    default: return -1;
-    }
-}
-
-namespace {
-
-template <class F>
-void mul_lazy(const uint32_t* a_in, const uint32_t* b_in, uint32_t* out_lazy, uint32_t* out_reduced,
-              uint32_t* out_full, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        F a, b;
-        std::memcpy(a.l, a_in + i * F::N, sizeof a.l);
-        std::memcpy(b.l, b_in + i * F::N, sizeof b.l);
-        cuzk::cc::emu_cf = 1;
-        const F z = F::mul_lazy(a, b);
-        cuzk::cc::emu_cf = 1;
-        const F r = z.reduced();
-        cuzk::cc::emu_cf = 1;
-        const F m = a * b;
-        std::memcpy(out_lazy + i * F::N, z.l, sizeof z.l);
-        std::memcpy(out_reduced + i * F::N, r.l, sizeof r.l);
-        std::memcpy(out_full + i * F::N, m.l, sizeof m.l);
-    }
-}
-
-}  // namespace
-
-// field: 1 Fq (fq_t: out of line), 2 Fq inlined (Fr has no lazy product: 4r > 2^256).  a, b:
-// n elements of 12 little-endian 32-bit limbs each, < 2p.  Returns 0, or -1 for another field.
-extern "C" __attribute__((visibility("default"))) int emu_field_mul_lazy(int field, const uint32_t* a,
-                                                                         const uint32_t* b, uint32_t* out_lazy,
-                                                                         uint32_t* out_reduced, uint32_t* out_full,
-                                                                         size_t n)
-{
-    switch (field) {
-    case 1: mul_lazy<cuzk::fq_t>(a, b, out_lazy, out_reduced, out_full, n); return 0;
-    case 2: mul_lazy<fq_inline_t>(a, b, out_lazy, out_reduced, out_full, n); return 0;
     default: return -1;
     }
 }

@@ -18,8 +18,7 @@ constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
 // in the sweep that built them) and inv ← inv·d, d = x2 − x1 or 2·y1:
 //   λ = (y2 − y1)/(x2 − x1)  or  3·x1^2 / (2·y1),  x3 = λ^2 − x1 − x2,  y3 = λ·(x1 − x3) − y1.
 // 4M + 1S here (the sweep that built pre spent 1M): 5M + 1S per addition, against 8M + 2S for
-// the XYZZ mixed addition.  pre and inv are lazy (< 2p: F::mul_lazy, no final subtraction), as
-// is the sweep's running product (reduced once before its inversion): 3 of the 6 products.
+// the XYZZ mixed addition.
 template <class F>
 CUZK_DEVICE void apply_waiting(affine_t<F>& a, bool dbl, const affine_t<F>& P, bool neg_y, const F& pre,
                                F& inv)
@@ -36,9 +35,9 @@ CUZK_DEVICE void apply_waiting(affine_t<F>& a, bool dbl, const affine_t<F>& P, b
         num = py - a.y;
         x2 = P.x;
     }
-    const F dinv = F::mul_lazy(inv, pre);  /* 1/d, < 2p (ff/mont_t.cuh) */
-    inv = F::mul_lazy(inv, d);
-    const F lambda = num * dinv;           /* reduced: λ^2 and the subtractions need it */
+    const F dinv = inv * pre;              /* 1/d */
+    inv = inv * d;
+    const F lambda = num * dinv;
     const F x3 = lambda.sqr() - a.x - x2;
     a.y = lambda * (a.x - x3) - a.y;
     a.x = x3;

@@ -38,10 +38,6 @@ struct fq2_t {
         return fq2_t{(c0 + c1) * (c0 - c1), t + t};
     }
     CUZK_DEVICE fq2_t mul_fq(const fq_t& s) const { return fq2_t{c0 * s, c1 * s}; }
-    // The names of mont_t's lazy product (ff/mont_t.cuh), for code templated over the field.
-    // Karatsuba's subtractions need reduced operands, so here the product is the full one.
-    static CUZK_DEVICE fq2_t mul_lazy(const fq2_t& a, const fq2_t& b) { return a * b; }
-    CUZK_DEVICE fq2_t reduced() const { return *this; }
     CUZK_DEVICE fq2_t conj() const { return fq2_t{c0, -c1}; }
 };
 

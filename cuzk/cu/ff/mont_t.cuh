@@ -5,9 +5,8 @@
 //   struct P { static constexpr int N; static constexpr uint32_t M0;   // -p^-1 mod 2^32
 //              static constexpr uint32_t mod(int i), one(int i), rr(int i); };
 // Requirements: N even, 2p < 2^(32N) (both BLS12-381 fields have spare top bits),
-// values always fully reduced (< p), except mul_lazy's results (< 2p, kept inside one
-// kernel's products; see there).  In memory an element is the same bytes as the CPU's
-// 64-bit-limb Montgomery form.
+// values always fully reduced (< p).  In memory an element is the same bytes as
+// the CPU's 64-bit-limb Montgomery form.
 //
 // Multiplication: CIOS with the partial products of even and odd limbs kept in
 // two accumulators, each a single unbroken carry chain (the lo/hi halves of
@@ -232,23 +231,6 @@ struct mont_t {
         else return mul_inline(a, b);
     }
 
-    // The product without its final subtraction ("lazy"): a·b·R^-1 mod p, plus p or not; < 2p.
-    // Operands may be lazy too (< 2p), as may those of operator* (its result is then still < p).
-    // Needs 4p < 2^(32N) (Fq: p < 2^381): with a, b < 2p the running value stays < 3p·2^32 <
-    // 2^(32(N+1)), the odd accumulator < 3p < 2^(32N) (the header's bounds with 3p for 2p), a's
-    // top limb < 2^31 (mul_row's hi + 1), and the value of the last frame is (a·b + m·p)/R <
-    // 4p^2/R + p < 1.5p.  Only for values kept inside one kernel's arithmetic (the batch
-    // additions' prefix products and running inverse, ec/batch_affine.cuh): sqr(), +, −, ==,
-    // is_zero(), inverse() and every store of a result need reduced() first.
-    static CUZK_DEVICE mont_t mul_lazy(const mont_t& a, const mont_t& b)
-    {
-        static_assert(P::mod(N - 1) < 0x40000000u, "mul_lazy needs 4p < 2^(32N)");
-        if constexpr (outline_mul<P>(0)) return mul_lazy_outline(a, b);
-        else return mul_inline<true>(a, b);
-    }
-    // A lazy value (< 2p) fully reduced (< p).
-    CUZK_DEVICE mont_t reduced() const { return reduce_once(l); }
-
   private:
     template <class Q>
     static constexpr bool outline_mul(decltype(Q::OUTLINE_MUL)) { return Q::OUTLINE_MUL; }
@@ -260,11 +242,6 @@ struct mont_t {
     {
         return mul_inline(a, b);
     }
-    static CUZK_NOINLINE mont_t mul_lazy_outline(const mont_t a, const mont_t b)
-    {
-        return mul_inline<true>(a, b);
-    }
-    template <bool LAZY = false>
     static CUZK_DEVICE mont_t mul_inline(const mont_t& a, const mont_t& b)
     {
         uint32_t e[N], o[N];
@@ -285,12 +262,11 @@ struct mont_t {
                 redc_row(e, o);
             }
         }
-        return last_frame<LAZY>(o, e);  // last row had E = o, O = e
+        return last_frame(o, e);  // last row had E = o, O = e
     }
 
     // The value of the last frame (E: columns 0..N-1 with E[0] == 0, O: columns 1..N)
-    // divided by 2^32, i.e. O + (E >> 32), < 2p; then the final subtraction unless LAZY.
-    template <bool LAZY = false>
+    // divided by 2^32, i.e. O + (E >> 32), < 2p; then the final subtraction.
     static CUZK_DEVICE mont_t last_frame(const uint32_t* E, const uint32_t* O)
     {
         uint32_t r[N];
@@ -298,14 +274,7 @@ struct mont_t {
 #pragma unroll
         for (int k = 1; k < N - 1; k++) r[k] = cc::addc_cc(O[k], E[k + 1]);
         r[N - 1] = cc::addc(O[N - 1], 0);
-        if constexpr (LAZY) {
-            mont_t v;
-#pragma unroll
-            for (int k = 0; k < N; k++) v.l[k] = r[k];
-            return v;
-        } else {
-            return reduce_once(r);
-        }
+        return reduce_once(r);
     }
 
     // (hi << 1) | (lo >> 31).  On the GPU an opaque funnel shift: ptxas would otherwise move

@@ -234,7 +234,7 @@ CUZK_DEVICE void batch_add_affine_body(xyzz_t<F>* __restrict__ d_part, const aff
                     fl = LANE_ADD;
                 }
                 store_field(pre + m, run);                 /* Π of this sweep's d's before lane m */
-                run = any ? F::mul_lazy(run, d) : d;   /* < 2p (ff/mont_t.cuh) */
+                run = any ? run * d : d;
                 any = true;
                 break;
             }
@@ -242,7 +242,7 @@ CUZK_DEVICE void batch_add_affine_body(xyzz_t<F>* __restrict__ d_part, const aff
             state[m] = make_uint4((uint32_t)bits, (uint32_t)(bits >> 32), fl, p);
             if (bits || (fl & (LANE_ADD | LANE_DBL))) active = true;
         }
-        if (any) inv = inverse(run.reduced());
+        if (any) inv = inverse(run);
     }
     X sum = X::infinity();
     for (uint64_t l = 0; l < J; l++) {

@@ -732,7 +732,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                     }
                     if (fl & (LANE_ADD | LANE_DBL)) {
                         store_field(pre + m, run);          /* Π of this sweep's d's before lane m */
-                        run = any ? F::mul_lazy(run, d) : d;   /* < 2p (ff/mont_t.cuh) */
+                        run = any ? run * d : d;
                         any = true;
                     }
                 }
@@ -740,7 +740,7 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
             if (!(fl & LANE_EMPTY)) a.store(acc + m);
             word[m] = make_uint2(b, fl);
         }
-        if (any) inv = inverse(run.reduced());
+        if (any) inv = inverse(run);
     }
 }
 
