@@ -60,7 +60,7 @@
 # Session 38 (H100): tests; then no machine could be started: nregab prepared (the batch level 0 under __maxnreg__ caps)
 # Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
 # Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed); then no machine could
-#   be started: cuab prepared (CUAB_BASE=679fd65: Fq's lazy product in the batch additions against the full one)
+#   be started: cuab prepared (after git revert 5f6e2ea, CUAB_BASE=HEAD~1: Fq's lazy product in the batch additions)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
