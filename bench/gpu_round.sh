@@ -61,6 +61,9 @@
 # Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
 # Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed); then no machine could
 #   be started: cuab prepared (after git revert 5f6e2ea, CUAB_BASE=HEAD~1: Fq's lazy product in the batch additions)
+# Session 41 (H100, then H200): cuab (the lazy product as a second product body: level 0 +5.9 % / +1.5 %) / eng27
+#   (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--single 2") / tests / a G1 table at 2^24-2^27 / hwin / cuab (the lazy
+#   product as level 0's only product body, CUAB_BASE=bbf1850: +0.4 % / -0.7 %); neither kept
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -178,7 +181,11 @@ for step in "$@"; do
     cuab) # the kernels of git revision $CUAB_BASE (default HEAD~1) against the working tree's, one call: both
           # compiled first; G1 2^20 batch (uniform, real_tail, bits90 == CPU) on the new tree; then CUAB_SIZES
           # (24,27) uniform c = 20 k = 2, CUAB_RUNS (3) runs, profile on, alternating base / new CUAB_ROUNDS (2)
-          # times; last, the GPU tests of the batch additions and the MSM's level 0 on the new tree
+          # times; last, the GPU tests of the batch additions and the MSM's level 0 on the new tree.
+          # The device's git copy can lag the working tree (its HEAD is the commit printed above), so name a
+          # commit hash it has rather than HEAD~N: in session 41 its HEAD was bbf1850, not the commit on top of
+          # it, so HEAD~1 was 5f6e2ea (by luck the same cuzk/cu as the intended base).  Logs only, no JSON: a call
+          # brings back at most 8 files (session 41 lost a log and the tests log to that cap)
           rm -rf /tmp/cuab && mkdir -p /tmp/cuab/base && git archive "${CUAB_BASE:-HEAD~1}" cuzk/cu | tar -x -C /tmp/cuab/base \
             || { echo "cuab: no tree for ${CUAB_BASE:-HEAD~1}"; continue; }
           CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" &
@@ -189,7 +196,7 @@ for step in "$@"; do
             if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
             echo "== $v (round $r)"
             CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 ${CUAB_SIZES:-24,27} --g2 '' --kinds uniform --c 20 \
-              --k 2 --no-check --runs ${CUAB_RUNS:-3} --json "$OUT/cuab-$v-$r.json" 2>&1 | tee "$OUT/cuab-$v-$r.log" \
+              --k 2 --no-check --runs ${CUAB_RUNS:-3} 2>&1 | tee "$OUT/cuab-$v-$r.log" \
               | grep -E '^g1 |level0=|rror' | sed "s/^/$v /" | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | tail -10
           done; done; unset CUZK_CU_DIR
           timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
