@@ -61,9 +61,9 @@
 # Session 39: no machine could be started (14 refused starts); nregab gained NREG_SIZES / NREG_RUNS for a short call
 # Session 40 (H100): tests / nregab (every cap lost: level 0 +10 to +34 %; knob and step removed); then no machine could
 #   be started: cuab prepared (after git revert 5f6e2ea, CUAB_BASE=HEAD~1: Fq's lazy product in the batch additions)
-# Session 41 (H100, then H200): cuab (the lazy product as a second product body: level 0 +5.9 % / +1.5 %) / eng27
+# Session 41 (H100, then H200): cuab (the lazy product as a second product body: level 0 +5.9 % / +1.4 %) / eng27
 #   (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--single 2") / tests / a G1 table at 2^24-2^27 / hwin / cuab (the lazy
-#   product as level 0's only product body, CUAB_BASE=bbf1850: +0.4 % / -0.7 %); neither kept
+#   product as level 0's only product body, CUAB_BASE=bbf1850: +0.35 % / -0.7 %); neither kept
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
