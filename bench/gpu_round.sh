@@ -182,10 +182,8 @@ for step in "$@"; do
           # compiled first; G1 2^20 batch (uniform, real_tail, bits90 == CPU) on the new tree; then CUAB_SIZES
           # (24,27) uniform c = 20 k = 2, CUAB_RUNS (3) runs, profile on, alternating base / new CUAB_ROUNDS (2)
           # times; last, the GPU tests of the batch additions and the MSM's level 0 on the new tree.
-          # The device's git copy can lag the working tree (its HEAD is the commit printed above), so name a
-          # commit hash it has rather than HEAD~N: in session 41 its HEAD was bbf1850, not the commit on top of
-          # it, so HEAD~1 was 5f6e2ea (by luck the same cuzk/cu as the intended base).  Logs only, no JSON: a call
-          # brings back at most 8 files (session 41 lost a log and the tests log to that cap)
+          # The device's git copy can lag the working tree (its HEAD is the commit printed above): name
+          # CUAB_BASE as a commit hash, not HEAD~N.  Logs only: a device call brings back at most 8 files.
           rm -rf /tmp/cuab && mkdir -p /tmp/cuab/base && git archive "${CUAB_BASE:-HEAD~1}" cuzk/cu | tar -x -C /tmp/cuab/base \
             || { echo "cuab: no tree for ${CUAB_BASE:-HEAD~1}"; continue; }
           CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" &
