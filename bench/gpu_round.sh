@@ -64,6 +64,8 @@
 # Session 41 (H100, then H200): cuab (the lazy product as a second product body: level 0 +5.9 % / +1.4 %) / eng27
 #   (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--single 2") / tests / a G1 table at 2^24-2^27 / hwin / cuab (the lazy
 #   product as level 0's only product body, CUAB_BASE=bbf1850: +0.35 % / -0.7 %); neither kept
+# Session 42: peer g2tab (H100; the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal (H200): issue 9 at
+#   the goals' k, sppark's msm_t in the same process
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -103,8 +105,23 @@ for step in "$@"; do
     peer) # a peer G1 MSM beside cuzk's in one process (bench_gpu_msm.py --peer; $PEER_LIB: a library built by the
           # caller outside the repository, e.g. sppark's msm_t behind the C ABI in bench_gpu_msm.py's doc):
           # 2^20-2^24 checked against the CPU, 2^26 and 2^27 against cuzk's own sum
-          timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20,22,24 --g2 '' --kinds uniform,bits90,real_tail \
-               --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -30 ;;
+          # (real_tail at 2^20 only: the peer's heavy buckets take ~5 s an MSM there, and 2^24's runs cut session 42's step)
+          timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20,22,24 --g2 '' --kinds uniform,bits90 \
+               --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -20
+          timeout 120 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20 --g2 '' --kinds real_tail \
+               --k 1,4,13 --runs 5 --json "$OUT/peer20rt.json" 2>&1 | tee "$OUT/peer20rt.log" | tail -4 ;;
+    peergoal) # issue 9's goals at their k, $PEER_LIB's MSM (when set) timed in the same process on the same inputs:
+              # G1 2^26 with 13 copies and 2^27 with 5 (each peer sum against cuzk's; ~90 GiB of device memory at
+              # 2^27: an H200); real_tail without the peer (its heavy buckets take seconds an MSM there)
+          for GK in ${PEERGOAL_GK:-26:13 27:5}; do   # PEERGOAL_GK="26:4 27:2": what fits an H100
+            timeout 240 python3 bench/bench_gpu_msm.py ${PEER_LIB:+--peer "$PEER_LIB"} --g1 ${GK%:*} --g2 '' \
+                 --kinds uniform,bits90 --k ${GK#*:} --no-check --runs 3 --json "$OUT/goal${GK%:*}.json" 2>&1 \
+                 | tee "$OUT/goal${GK%:*}.log" | tail -3
+            timeout 150 python3 bench/bench_gpu_msm.py --g1 ${GK%:*} --g2 '' --kinds real_tail --k ${GK#*:} --no-check \
+                 --runs 3 2>&1 | tee "$OUT/goal${GK%:*}rt.log" | tail -1
+          done ;;
+    g2tab) timeout 300 python3 bench/bench_gpu_msm.py --g1 '' --g2 20,22,24 --kinds uniform,bits90,real_tail --k 1,4 \
+               --runs 5 --json "$OUT/g2tab.json" 2>&1 | tee "$OUT/g2tab.log" | tail -20 ;;
     peerbatch) # a peer G1 batch addition beside cuzk's (bench_gpu_batch.py --peer, $PEER_LIB as for peer): 2^24 (== CPU)
                # and 2^27, 90 % and 45 % of the bits set, each peer sum against cuzk's
           timeout 300 python3 bench/bench_gpu_batch.py --peer "$PEER_LIB" --g1 24,27 --g2 '' --density 0.9,0.45 --fixed '' \
