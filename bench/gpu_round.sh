@@ -64,8 +64,8 @@
 # Session 41 (H100, then H200): cuab (the lazy product as a second product body: level 0 +5.9 % / +1.4 %) / eng27
 #   (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--single 2") / tests / a G1 table at 2^24-2^27 / hwin / cuab (the lazy
 #   product as level 0's only product body, CUAB_BASE=bbf1850: +0.35 % / -0.7 %); neither kept
-# Session 42: peer g2tab (H100; the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal (H200): issue 9 at
-#   the goals' k, sppark's msm_t in the same process
+# Session 42 (H100; no H200 lent): peer g2tab (the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal
+#   (PEERGOAL_GK="26:4 27:2"; the goals' k, 26:13 27:5, need an H200), sppark's msm_t in the same process
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
