@@ -22,29 +22,15 @@ constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
 // were timed in level 0 (session 41, G1 c = 20 k = 2): as a second outlined product body,
 // +5.9 % / +1.4 % at 2^24 / 2^27 (H100); as the kernel's only product body (λ and y3 reduced
 // inline), +0.35 % / −0.7 % (H200).  Not adopted (bench/RESULTS.md).
-// The doubling's set-up (d = 2·y1, num = 3·x1^2), out of line: a doubling is rare (a bucket that
-// gets the accumulator's own point), and inline it sat inside the MSM's lane loop (~115 of its
-// ~1 320 instructions), where the loop's code size costs level 0 time (bench/RESULTS.md, session 42).
-template <class F>
-struct dbl_setup_t {
-    F d, num;
-};
-template <class F>
-CUZK_NOINLINE dbl_setup_t<F> dbl_setup(const F x, const F y)
-{
-    const F xx = x.sqr();
-    return dbl_setup_t<F>{y + y, xx + xx + xx};
-}
-
 template <class F>
 CUZK_DEVICE void apply_waiting(affine_t<F>& a, bool dbl, const affine_t<F>& P, bool neg_y, const F& pre,
                                F& inv)
 {
     F d, num, x2;
     if (dbl) {
-        const dbl_setup_t<F> t = dbl_setup(a.x, a.y);
-        d = t.d;                           /* 2·y1 */
-        num = t.num;                       /* 3·x1^2 */
+        d = a.y + a.y;
+        const F xx = a.x.sqr();
+        num = xx + xx + xx;                /* 3·x1^2 */
         x2 = a.x;
     } else {
         const F py = neg_y ? -P.y : P.y;

@@ -627,18 +627,6 @@ CUZK_DEVICE void sum_points_affine(xyzz_t<F>* out, const uint64_t* seg, const ui
 // 94.7 / 605.8: the early loads are worth more than 50 % more warps.  The next lane's rows and
 // points prefetched (prefetch.global.L1 or .L2, entries two lanes ahead, 241 registers) 89.9 /
 // 584 (not profiled).  All three removed.
-// A piece of sum_points_batch's lane m ends at entry j: its sum (the accumulator x, y, or infinity
-// when empty) goes out as XYZZ; returns the bucket of entry j + 1 when the chunk goes on (cur),
-// else b.  Out of line: a piece ends once per ~S or per bucket's entries, and inline its store,
-// 64-bit division and bucket search sat inside the lane loop (~145 of its ~1 320 instructions).
-template <class F>
-CUZK_NOINLINE uint32_t piece_end(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off, uint32_t nb, uint32_t S,
-                                 uint64_t m, uint32_t b, bool empty, const F x, const F y, uint64_t j, bool cur)
-{
-    out[seg[b] + (m - off[b] / S)] = empty ? xyzz_t<F>::infinity() : xyzz_t<F>{x, y, F::one(), F::one()};
-    return cur ? bucket_of(off, nb, j + 1) : b;      // the next non-empty bucket starts at j + 1
-}
-
 template <class F>
 CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uint64_t* off,
                                   const uint32_t* entries, const affine_t<F>* points, uint32_t nb, uint32_t S,
@@ -704,9 +692,11 @@ CUZK_DEVICE void sum_points_batch(xyzz_t<F>* out, const uint64_t* seg, const uin
                     fl = 0;
                 }
                 if (j + 1 == off[b + 1] || !cur) {         // the piece ends at j
-                    b = piece_end(out, seg, off, nb, S, m, b, (fl & LANE_EMPTY) != 0, a.x, a.y, j, cur);
+                    out[seg[b] + (m - off[b] / S)] = (fl & LANE_EMPTY) ? xyzz_t<F>::infinity()
+                                                                       : xyzz_t<F>{a.x, a.y, F::one(), F::one()};
                     fl = LANE_EMPTY;
                     if (!cur) continue;                     // the chunk is done
+                    b = bucket_of(off, nb, j + 1);          // the next non-empty bucket starts at j + 1
                 }
             }
             // prepare step k (entry base + k, point ec; reached only when it exists)
