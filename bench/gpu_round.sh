@@ -65,7 +65,8 @@
 #   (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--single 2") / tests / a G1 table at 2^24-2^27 / hwin / cuab (the lazy
 #   product as level 0's only product body, CUAB_BASE=bbf1850: +0.35 % / -0.7 %); neither kept
 # Session 42 (H100; no H200 lent): peer g2tab (the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal
-#   (PEERGOAL_GK="26:4 27:2"; the goals' k, 26:13 27:5, need an H200), sppark's msm_t in the same process
+#   (PEERGOAL_GK="26:4 27:2"; the goals' k, 26:13 27:5, need an H200), sppark's msm_t in the same process; cuab prepared
+#   (after git revert c356d40, CUAB_BASE=c356d40: the batch level 0's rare paths out of line)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
