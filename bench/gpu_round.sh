@@ -105,8 +105,8 @@ for step in "$@"; do
                 --json "$OUT/k13e24.json" 2>&1 | tee "$OUT/k13e24.log" | tail -14 ;;
     peer) # a peer G1 MSM beside cuzk's in one process (bench_gpu_msm.py --peer; $PEER_LIB: a library built by the
           # caller outside the repository, e.g. sppark's msm_t behind the C ABI in bench_gpu_msm.py's doc):
-          # 2^20-2^24 checked against the CPU, 2^26 and 2^27 against cuzk's own sum
-          # (real_tail at 2^20 only: the peer's heavy buckets take ~5 s an MSM there, and 2^24's runs cut session 42's step)
+          # 2^20-2^24, every sum checked against the CPU (peer27 / peergoal: the larger sizes); real_tail at 2^20
+          # only (the peer's heavy buckets take ~5 s an MSM there, and 2^24's runs cut session 42's step at 300 s)
           timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20,22,24 --g2 '' --kinds uniform,bits90 \
                --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -20
           timeout 120 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20 --g2 '' --kinds real_tail \
