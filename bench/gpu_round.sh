@@ -202,8 +202,11 @@ for step in "$@"; do
           # times; last, the GPU tests of the batch additions and the MSM's level 0 on the new tree.
           # The device's git copy can lag the working tree (its HEAD is the commit printed above): name
           # CUAB_BASE as a commit hash, not HEAD~N.  Logs only: a device call brings back at most 8 files.
-          rm -rf /tmp/cuab && mkdir -p /tmp/cuab/base && git archive "${CUAB_BASE:-HEAD~1}" cuzk/cu | tar -x -C /tmp/cuab/base \
-            || { echo "cuab: no tree for ${CUAB_BASE:-HEAD~1}"; continue; }
+          # CUAB_BASE_DIR (a copy of a base's cuzk/cu carried beside the tree) replaces the git revision when set.
+          rm -rf /tmp/cuab && mkdir -p /tmp/cuab/base/cuzk
+          if [ -n "${CUAB_BASE_DIR:-}" ]; then cp -r "$CUAB_BASE_DIR" /tmp/cuab/base/cuzk/cu || continue
+          else git archive "${CUAB_BASE:-HEAD~1}" cuzk/cu | tar -x -C /tmp/cuab/base \
+            || { echo "cuab: no tree for ${CUAB_BASE:-HEAD~1}"; continue; }; fi
           CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" &
           python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" & wait
           timeout 150 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' --kinds uniform,real_tail,bits90 --balance batch --c 16 \
