@@ -67,6 +67,7 @@
 # Session 42 (H100; no H200 lent): peer g2tab (the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal
 #   (PEERGOAL_GK="26:4 27:2"; the goals' k, 26:13 27:5, need an H200), sppark's msm_t in the same process; cuab prepared
 #   (after git revert c356d40, CUAB_BASE=c356d40: the batch level 0's rare paths out of line)
+# Session 43: cuab cuabskew (CUAB_BASE_DIR: the rare paths out of line against main's kernels)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -220,6 +221,14 @@ for step in "$@"; do
           done; done; unset CUZK_CU_DIR
           timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
             -k "batch_add or level0 or batch_many or distributions" 2>&1 | tee "$OUT/cuab_tests.log" | tail -3 ;;
+    cuabskew) # after cuab, on its two compiled trees: level 0 at 2^24 (c = 16, k = 2) on bits90 and real_tail,
+          # base / new alternating CUAB_ROUNDS (2) times, profile on (session 41's call 8)
+          for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
+            if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
+            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds bits90,real_tail --c 16 \
+              --k 2 --no-check --runs 3 2>&1 | tee -a "$OUT/cuabskew.log" \
+              | grep -E '^g1 |level0=|rror' | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | sed "s/^/$v$r /"
+          done; done; unset CUZK_CU_DIR ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
     sqrab) # A/B of the dedicated Fq squaring in one call: a copy of cuzk/cu with sqr() = the product
