@@ -25,10 +25,7 @@ import time
 
 import numpy as np
 
-P = 0x1a0111ea397fe69a4b1ba7b6434bacd764774b84f38512bf6730d2a0f6b0f6241eabfffeb153ffffb9feffffffffaaab
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
-MONT = (1 << 384) % P
-MONT_INV = pow(MONT, -1, P)
+from cuzk._constants import FQ_MODULUS as P, FQ_MONT_R as MONT, FQ_MONT_R_INV as MONT_INV, FR_MODULUS as R
 WIDTH = {"g1": 12, "g2": 24}
 MIXES = ("uniform", "bits90")
 

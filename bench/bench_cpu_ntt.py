@@ -35,8 +35,7 @@ import time
 
 import numpy as np
 
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
-MONT_INV = pow((1 << 256) % R, -1, R)
+from cuzk._constants import FR_MODULUS as R, FR_MONT_R as MONT, FR_MONT_R_INV as MONT_INV
 
 # wall clock by default; "cpu" = CPU seconds of the whole process (all its threads), which
 # stays meaningful on a machine shared with other work, for comparisons on one thread
@@ -51,7 +50,7 @@ def _limit_peer_threads(threads):
 def random_mont(rng, n):
     """n random Fr elements, Montgomery limbs (uint64 (n, 4)); any value < r is valid."""
     a = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
-    a[:, 3] %= np.uint64(0x73eda753299d7d48)
+    a[:, 3] %= np.uint64(R >> 192)
     return a
 
 
@@ -281,7 +280,7 @@ def run_table(ntt_sizes, h_sizes, threads, reps, peer_max, ffjs_max, use_peers):
         a, b = random_mont(rng, n), random_mont(rng, n)
         a_i, b_i = mont_to_ints(a), mont_to_ints(b)
         c_i = [u * v % R for u, v in zip(a_i, b_i)]
-        c = np.frombuffer(b"".join((v * ((1 << 256) % R) % R).to_bytes(32, "little") for v in c_i),
+        c = np.frombuffer(b"".join((v * MONT % R).to_bytes(32, "little") for v in c_i),
                           dtype=np.uint64).reshape(n, 4).copy()
         t_cuzk = []
         for _ in range(reps):

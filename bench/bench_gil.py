@@ -15,9 +15,8 @@ import time
 import numpy as np
 
 import cuzk._primitives as prim
+from cuzk._constants import FR_MODULUS as R
 from cuzk._native import _field
-
-R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 
 
 def inputs(group, n, seed=0):
