@@ -21,7 +21,9 @@ constexpr uint32_t LANE_EMPTY = 1u, LANE_ADD = 2u, LANE_DBL = 4u;
 // the XYZZ mixed addition.  Products without the final subtraction (< 2p) for pre, 1/d and inv
 // were timed in level 0 (session 41, G1 c = 20 k = 2): as a second outlined product body,
 // +5.9 % / +1.4 % at 2^24 / 2^27 (H100); as the kernel's only product body (λ and y3 reduced
-// inline), +0.35 % / −0.7 % (H200).  Not adopted (bench/RESULTS.md).
+// inline), +0.35 % / −0.7 % (H200).  The doubling's set-up below and a piece's end (msm.cuh
+// sum_points_batch) as out-of-line calls (the lane loop 1 319 → 1 059 instructions): +0.36 % /
+// −0.04 % (session 43, H100).  Neither adopted (bench/RESULTS.md).
 template <class F>
 CUZK_DEVICE void apply_waiting(affine_t<F>& a, bool dbl, const affine_t<F>& P, bool neg_y, const F& pre,
                                F& inv)
