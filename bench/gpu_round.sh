@@ -67,7 +67,8 @@
 # Session 42 (H100; no H200 lent): peer g2tab (the peer step's 2^24 real_tail peer runs cut it at 300 s) / peergoal
 #   (PEERGOAL_GK="26:4 27:2"; the goals' k, 26:13 27:5, need an H200), sppark's msm_t in the same process; cuab prepared
 #   (after git revert c356d40, CUAB_BASE=c356d40: the batch level 0's rare paths out of line)
-# Session 43: cuab cuabskew (CUAB_BASE_DIR: the rare paths out of line against main's kernels)
+# Session 43 (H100; no H200 lent): cuab cuabskew (CUAB_BASE_DIR: the rare paths out of line against main's kernels:
+#   not adopted) / tests
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
