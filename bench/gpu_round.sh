@@ -81,6 +81,18 @@ python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 git log --oneline -1 2>/dev/null || true
+# cuab's A/B runs: bench_gpu_msm.py ARGS with the profile on, on the base tree (/tmp/cuab/base, made by the cuab
+# step) and the working tree's in turn, CUAB_ROUNDS (2) times; every run appended to $OUT/NAME.log after an
+# "== tree (round r)" line (one file per step: a device call brings back at most 8), its level-0 lines printed.
+cuab_alternate() {  # NAME TIMEOUT_S ARGS...
+  local name=$1 secs=$2 r v; shift 2
+  for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
+    if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
+    echo "== $v (round $r)" | tee -a "$OUT/$name.log"
+    CUZK_MSM_PROFILE=1 timeout "$secs" python3 bench/bench_gpu_msm.py "$@" 2>&1 | tee -a "$OUT/$name.log" \
+      | grep -E '^g1 |level0=|rror' | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | sed "s/^/$v /"
+  done; done; unset CUZK_CU_DIR
+}
 for step in "$@"; do
   case $step in
     msmtab) # issue 9's whole table on one tree: G1 2^20-2^27 and G2 2^20-2^24, uniform / bits90 / real_tail (≤ 2^24 == CPU)
@@ -213,23 +225,12 @@ for step in "$@"; do
           python3 -c "from cuzk import _kernels as k; k.compile_program('msm')" & wait
           timeout 150 python3 bench/bench_gpu_msm.py --g1 20 --g2 '' --kinds uniform,real_tail,bits90 --balance batch --c 16 \
             --k 1,4 --runs 1 2>&1 | grep -E '^g1 |MISMATCH|rror' | sed "s/^/new /"
-          for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
-            if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
-            echo "== $v (round $r)"
-            CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 ${CUAB_SIZES:-24,27} --g2 '' --kinds uniform --c 20 \
-              --k 2 --no-check --runs ${CUAB_RUNS:-3} 2>&1 | tee "$OUT/cuab-$v-$r.log" \
-              | grep -E '^g1 |level0=|rror' | sed "s/^/$v /" | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | tail -10
-          done; done; unset CUZK_CU_DIR
+          cuab_alternate cuab 200 --g1 ${CUAB_SIZES:-24,27} --g2 '' --kinds uniform --c 20 --k 2 --no-check --runs ${CUAB_RUNS:-3}
           timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_batch.py tests/test_gpu_msm.py \
             -k "batch_add or level0 or batch_many or distributions" 2>&1 | tee "$OUT/cuab_tests.log" | tail -3 ;;
-    cuabskew) # after cuab, on its two compiled trees: level 0 at 2^24 (c = 16, k = 2) on bits90 and real_tail,
-          # base / new alternating CUAB_ROUNDS (2) times, profile on (session 41's call 8)
-          for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
-            if [ $v = base ]; then export CUZK_CU_DIR=/tmp/cuab/base/cuzk/cu; else unset CUZK_CU_DIR; fi
-            CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds bits90,real_tail --c 16 \
-              --k 2 --no-check --runs 3 2>&1 | tee -a "$OUT/cuabskew.log" \
-              | grep -E '^g1 |level0=|rror' | sed -E 's/ (level1|level2|level3|level4|windows)=[0-9.]+//g' | sed "s/^/$v$r /"
-          done; done; unset CUZK_CU_DIR ;;
+    cuabskew) # after cuab, on its two compiled trees: level 0 at 2^24 (c = 16, k = 2) on bits90 and real_tail
+          # (session 41's call 8)
+          cuab_alternate cuabskew 150 --g1 24 --g2 '' --kinds bits90,real_tail --c 16 --k 2 --no-check --runs 3 ;;
     msm27u) timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                 --no-check --runs 3 --json "$OUT/msm27u.json" 2>&1 | tee "$OUT/msm27u.log" | grep -v "^ *$" | tail -4 ;;
     sqrab) # A/B of the dedicated Fq squaring in one call: a copy of cuzk/cu with sqr() = the product
