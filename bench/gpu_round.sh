@@ -69,6 +69,8 @@
 #   (after git revert c356d40, CUAB_BASE=c356d40: the batch level 0's rare paths out of line)
 # Session 43 (H100; no H200 lent): cuab cuabskew (CUAB_BASE_DIR: the rare paths out of line against main's kernels:
 #   not adopted) / tests
+# Session 44 (H100; no H200 lent): eng27 (ENG27_MODES=coarse,two-lock ENG27_W=2: 1.00x on that H100, the key placed
+#   differently per mode)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
