@@ -178,6 +178,40 @@ def test_bench_parsing():
     assert wants_engine_bench(a)
 
 
+def _row(mode, where, kept, k, pps, backend="cuda"):
+    return {"mode": mode, "workers": 2, "thread_share": "adaptive", "devices": len(where), "backend": backend,
+            "key_where": where, "key_kept": kept, "h_msm": [{"k": k, "c": 20} for _ in where],
+            "log_n": 27, "partitions": 10, "partitions_per_s": pps, "s_per_partition": 1 / pps,
+            "s_per_10_partitions": 10 / pps, "steady_s_per_10_partitions": 10 / pps, "gpu_efficiency": 0.9,
+            "kernel_busy": 0.9, "steady_kernel_busy": 0.9, "gaps": {"lt_50ms": 0, "50_500ms": 9, "gt_500ms": 0},
+            "verified": True, "bytes_match": True}
+
+
+def test_key_summary_and_marked_ratio():
+    """The bench table names each row's key placement, and a ratio against a coarse row whose key
+    "auto" placed differently (an 80 GB card: resident for coarse, partly streamed for two-lock)
+    is marked and explained; equal placements are not marked."""
+    from cuzk._engine._bench import format_engine_table, key_summary
+    assert key_summary(_row("coarse", ["device"], [[]], 5, 1.0)) == "dev k5"
+    assert key_summary(_row("two-lock", ["host"], [["h", "l"]], 1, 1.0)) == "part k1"
+    assert key_summary(_row("two-lock", ["host"], [[]], 1, 1.0)) == "host k1"
+    assert key_summary(_row("coarse", ["device", "host"], [[], []], 1, 1.0)) == "dev k1/host k1"
+    assert key_summary(_row("coarse", ["device", "device"], [[], []], 2, 1.0)) == "dev k2"
+    assert key_summary(_row("coarse", ["device"], [[]], 1, 1.0, backend="cpu")) == "-"
+    coarse, two = _row("coarse", ["device"], [[]], 1, 0.62), _row("two-lock", ["host"], [["h"]], 1, 0.63)
+    for r in (coarse, two):
+        r["speedup_vs_coarse"] = r["partitions_per_s"] / coarse["partitions_per_s"]
+        r["coarse_key_differs"] = key_summary(r) != key_summary(coarse)
+    text = format_engine_table([coarse, two])
+    lines = text.splitlines()
+    assert "dev k1" in lines[2] and "1.00x " in lines[2] and "*" not in lines[2]
+    assert "part k1" in lines[3] and "1.02x*" in lines[3]
+    assert lines[-1].startswith("* against a coarse row whose key was placed differently")
+    same = _row("two-lock", ["device"], [[]], 1, 0.7)
+    same["speedup_vs_coarse"], same["coarse_key_differs"] = 0.7 / 0.62, False
+    assert "*" not in format_engine_table([coarse, same])
+
+
 def test_bench_cli(tmp_path, capsys):
     from cuzk._cli import main
     out = tmp_path / "b.json"
@@ -196,8 +230,9 @@ def test_bench_cli(tmp_path, capsys):
         assert r["verified"] and r["bytes_match"] and r["partitions"] == 4
         assert r["devices"] == 2 and r["backend"] == "cpu"
         for k in ("s_per_partition", "partitions_per_s", "gpu_efficiency", "gaps",
-                  "speedup_vs_coarse"):
+                  "speedup_vs_coarse", "coarse_key_differs"):
             assert k in r
+        assert r["coarse_key_differs"] is False      # the CPU backend has no key placement
     assert {r["speedup_vs_coarse"] for r in rows if r["mode"] == "coarse"} == {1.0}
     files = sorted(p.name for p in trace.iterdir())
     assert "engine-lg4-narrow-w2.json" in files

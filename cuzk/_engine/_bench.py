@@ -19,7 +19,7 @@ import time
 from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
-__all__ = ["ENGINE_OPTIONS", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
+__all__ = ["ENGINE_OPTIONS", "key_summary", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
            "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
            "format_single_table", "rss_bytes", "host_memory", "RssPeak", "run_engine_bench"]
 
@@ -258,7 +258,28 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
                      and r["devices"] == row["devices"]), None)
         row["speedup_vs_coarse"] = (row["partitions_per_s"] / base["partitions_per_s"]
                                     if base and base["partitions_per_s"] else None)
+        # "auto" places the key per configuration (coarse holds one partition in flight, so it can
+        # keep a key resident that two-lock must stream): a ratio across placements says so
+        row["coarse_key_differs"] = bool(base) and key_summary(base) != key_summary(row)
     return rows
+
+
+def key_summary(row):
+    """The key's placement in a bench row, short: "dev" (resident), "part" (streamed, some
+    queries kept on the device), "host" (streamed) or "-" (CPU backend), with the H MSM's copies
+    ("k5"); devices that differ are joined by "/"."""
+    if row.get("backend") != "cuda" or not row.get("key_where"):
+        return "-"
+    kept = row.get("key_kept") or [()] * len(row["key_where"])
+    hm = row.get("h_msm") or [None] * len(row["key_where"])
+    out = []
+    for where, kp, h in zip(row["key_where"], kept, hm):
+        place = "dev" if where == "device" else ("part" if kp else "host")
+        k = (h or {}).get("k") if isinstance(h, dict) else None
+        tag = f"{place} k{k}" if k else place
+        if tag not in out:
+            out.append(tag)
+    return "/".join(out)
 
 
 def parse_vram_budgets(text):
@@ -438,18 +459,24 @@ def format_engine_table(rows):
     """The bench table: mode, workers, thread share, s/partition, throughput, GPU efficiency,
     kernel busy, steady-state kernel busy (first region to last, fill and drain left out), the
     steady period per 10 partitions (region end to region end: a continuous stream's rate), gap
-    counts (<50 ms / 50-500 ms / >500 ms), speed-up vs coarse, verified."""
+    counts (<50 ms / 50-500 ms / >500 ms), the key's placement (``key_summary``), speed-up vs
+    coarse ("*": against a coarse row whose key was placed differently, explained under the
+    table), verified."""
     scaled = any(r.get("speedup_vs_fewest_devices") for r in rows)
+    keys = [key_summary(r) for r in rows]
+    kw = max([3] + [len(k) for k in keys])
     head = (f"{'log_n':>5s} {'mode':>9s} {'dev':>3s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
             f"{'part/s':>8s} "
             f"{'s/10part':>9s} {'steady10':>8s} {'gpu_eff':>7s} {'busy':>6s} {'steady':>6s} {'gaps <50ms/50-500/>500':>23s} "
-            f"{'vs coarse':>9s} " + (f"{'vs fewest dev':>13s} " if scaled else "")
+            f"{'key':>{kw}s} {'vs coarse':>9s} " + (f"{'vs fewest dev':>13s} " if scaled else "")
             + f"{'verified':>8s}")
     lines = [head, "-" * len(head)]
-    for r in rows:
+    for r, key in zip(rows, keys):
         g = r["gaps"]
         gaps = f"{g['lt_50ms']}/{g['50_500ms']}/{g['gt_500ms']}"
         sp = f"{r['speedup_vs_coarse']:.2f}x" if r.get("speedup_vs_coarse") else "-"
+        if r.get("speedup_vs_coarse") and r.get("coarse_key_differs"):
+            sp += "*"
         spp = r["s_per_partition"] or 0.0
         share = r.get("thread_share", DEFAULT_THREAD_SHARE)
         dx = r.get("speedup_vs_fewest_devices")
@@ -459,8 +486,12 @@ def format_engine_table(rows):
                      f"{(r.get('steady_s_per_10_partitions') or 0):8.3f} "
                      f"{r['gpu_efficiency']:7.1%} {r['kernel_busy']:6.1%} "
                      f"{r.get('steady_kernel_busy', 0.0):6.1%} {gaps:>23s} "
-                     f"{sp:>9s} " + ((f"{dx:.2f}x" if dx else "-").rjust(13) + " " if scaled else "")
+                     f"{key:>{kw}s} {sp:>9s} " + ((f"{dx:.2f}x" if dx else "-").rjust(13) + " " if scaled else "")
                      + f"{('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
+    if any(r.get("speedup_vs_coarse") and r.get("coarse_key_differs") for r in rows):
+        lines.append("* against a coarse row whose key was placed differently (key: dev = resident, "
+                     "part = streamed with some queries kept on the device, host = streamed; "
+                     "kN = the H MSM's copies): the ratio includes the placement")
     return "\n".join(lines)
 
 
