@@ -70,7 +70,8 @@
 # Session 43 (H100; no H200 lent): cuab cuabskew (CUAB_BASE_DIR: the rare paths out of line against main's kernels:
 #   not adopted) / tests
 # Session 44 (H100; no H200 lent): eng27 (ENG27_MODES=coarse,two-lock ENG27_W=2: 1.00x on that H100, the key placed
-#   differently per mode) / eng27 (the same with ENG27_OPTS="--stage-options key_where=auto;key_where=device")
+#   differently per mode) / eng27 (the same with ENG27_OPTS="--stage-options key_where=auto;key_where=device") /
+#   eng27 (ENG27_MODES=two-lock, key_where=device;key_where=auto: the order reversed)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
