@@ -191,7 +191,7 @@ def test_key_summary_and_marked_ratio():
     """The bench table names each row's key placement, and a ratio against a coarse row whose key
     "auto" placed differently (an 80 GB card: resident for coarse, partly streamed for two-lock)
     is marked and explained; equal placements are not marked."""
-    from cuzk._engine._bench import format_engine_table, key_summary
+    from cuzk._engine._bench import compare_to_coarse, format_engine_table, key_summary
     assert key_summary(_row("coarse", ["device"], [[]], 5, 1.0)) == "dev k5"
     assert key_summary(_row("two-lock", ["host"], [["h", "l"]], 1, 1.0)) == "part k1"
     assert key_summary(_row("two-lock", ["host"], [[]], 1, 1.0)) == "host k1"
@@ -199,17 +199,18 @@ def test_key_summary_and_marked_ratio():
     assert key_summary(_row("coarse", ["device", "device"], [[], []], 2, 1.0)) == "dev k2"
     assert key_summary(_row("coarse", ["device"], [[]], 1, 1.0, backend="cpu")) == "-"
     coarse, two = _row("coarse", ["device"], [[]], 1, 0.62), _row("two-lock", ["host"], [["h"]], 1, 0.63)
-    for r in (coarse, two):
-        r["speedup_vs_coarse"] = r["partitions_per_s"] / coarse["partitions_per_s"]
-        r["coarse_key_differs"] = key_summary(r) != key_summary(coarse)
-    text = format_engine_table([coarse, two])
-    lines = text.splitlines()
+    lone = dict(_row("narrow", ["device"], [[]], 1, 0.5), workers=3)      # no coarse row with 3 workers
+    compare_to_coarse([coarse, two, lone])
+    assert not coarse["coarse_key_differs"] and two["coarse_key_differs"] and not lone["coarse_key_differs"]
+    assert lone["speedup_vs_coarse"] is None and abs(two["speedup_vs_coarse"] - 0.63 / 0.62) < 1e-12
+    lines = format_engine_table([coarse, two, lone]).splitlines()
     assert "dev k1" in lines[2] and "1.00x " in lines[2] and "*" not in lines[2]
     assert "part k1" in lines[3] and "1.02x*" in lines[3]
+    assert "*" not in lines[4]
     assert lines[-1].startswith("* against a coarse row whose key was placed differently")
-    same = _row("two-lock", ["device"], [[]], 1, 0.7)
-    same["speedup_vs_coarse"], same["coarse_key_differs"] = 0.7 / 0.62, False
-    assert "*" not in format_engine_table([coarse, same])
+    coarse2, same = _row("coarse", ["device"], [[]], 1, 0.62), _row("two-lock", ["device"], [[]], 1, 0.7)
+    compare_to_coarse([coarse2, same])
+    assert not same["coarse_key_differs"] and "*" not in format_engine_table([coarse2, same])
 
 
 def test_bench_cli(tmp_path, capsys):

@@ -19,7 +19,7 @@ import time
 from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
-__all__ = ["ENGINE_OPTIONS", "key_summary", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
+__all__ = ["ENGINE_OPTIONS", "key_summary", "compare_to_coarse", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
            "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
            "format_single_table", "rss_bytes", "host_memory", "RssPeak", "run_engine_bench"]
 
@@ -253,13 +253,21 @@ def bench_engine(log_n, partitions, modes, workers, backend="auto", devices="aut
     ref = rows[0]["sha256"] if rows else None
     for row in rows:
         row["bytes_match"] = row["sha256"] == ref
+    return compare_to_coarse(rows)
+
+
+def compare_to_coarse(rows):
+    """Set each row's ``speedup_vs_coarse`` (its throughput over the coarse row with the same
+    workers, thread share and devices; None without one) and ``coarse_key_differs`` ("auto"
+    places the key per configuration: coarse holds one partition in flight, so it can keep
+    resident a key that two-lock must stream in part, and the ratio then includes that);
+    returns ``rows``."""
+    for row in rows:
         base = next((r for r in rows if r["mode"] == "coarse" and r["workers"] == row["workers"]
                      and r["thread_share"] == row["thread_share"]
                      and r["devices"] == row["devices"]), None)
         row["speedup_vs_coarse"] = (row["partitions_per_s"] / base["partitions_per_s"]
                                     if base and base["partitions_per_s"] else None)
-        # "auto" places the key per configuration (coarse holds one partition in flight, so it can
-        # keep a key resident that two-lock must stream): a ratio across placements says so
         row["coarse_key_differs"] = bool(base) and key_summary(base) != key_summary(row)
     return rows
 
@@ -275,7 +283,7 @@ def key_summary(row):
     out = []
     for where, kp, h in zip(row["key_where"], kept, hm):
         place = "dev" if where == "device" else ("part" if kp else "host")
-        k = (h or {}).get("k") if isinstance(h, dict) else None
+        k = h.get("k") if isinstance(h, dict) else None
         tag = f"{place} k{k}" if k else place
         if tag not in out:
             out.append(tag)
