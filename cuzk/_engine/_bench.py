@@ -19,8 +19,8 @@ import time
 from ._engine import DEFAULT_THREAD_SHARE, thread_share_arg
 from ._interlock import LOCK_MODES, lock_mode_arg
 
-__all__ = ["ENGINE_OPTIONS", "key_summary", "compare_to_coarse", "wants_engine_bench", "parse_modes", "parse_workers", "parse_devices",
-           "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
+__all__ = ["ENGINE_OPTIONS", "key_summary", "compare_to_coarse", "wants_engine_bench", "parse_modes", "parse_workers",
+           "parse_devices", "parse_thread_shares", "parse_stage_option_sets", "job_plan", "bench_engine", "format_engine_table", "bench_single",
            "format_single_table", "rss_bytes", "host_memory", "RssPeak", "run_engine_bench"]
 
 #: ``cuzk bench`` options that select the engine bench (any of them given).
@@ -473,18 +473,17 @@ def format_engine_table(rows):
     scaled = any(r.get("speedup_vs_fewest_devices") for r in rows)
     keys = [key_summary(r) for r in rows]
     kw = max([3] + [len(k) for k in keys])
+    marked = [bool(r.get("speedup_vs_coarse") and r.get("coarse_key_differs")) for r in rows]
     head = (f"{'log_n':>5s} {'mode':>9s} {'dev':>3s} {'workers':>7s} {'share':>6s} {'s/part':>9s} "
             f"{'part/s':>8s} "
             f"{'s/10part':>9s} {'steady10':>8s} {'gpu_eff':>7s} {'busy':>6s} {'steady':>6s} {'gaps <50ms/50-500/>500':>23s} "
             f"{'key':>{kw}s} {'vs coarse':>9s} " + (f"{'vs fewest dev':>13s} " if scaled else "")
             + f"{'verified':>8s}")
     lines = [head, "-" * len(head)]
-    for r, key in zip(rows, keys):
+    for r, key, mark in zip(rows, keys, marked):
         g = r["gaps"]
         gaps = f"{g['lt_50ms']}/{g['50_500ms']}/{g['gt_500ms']}"
-        sp = f"{r['speedup_vs_coarse']:.2f}x" if r.get("speedup_vs_coarse") else "-"
-        if r.get("speedup_vs_coarse") and r.get("coarse_key_differs"):
-            sp += "*"
+        sp = (f"{r['speedup_vs_coarse']:.2f}x" + ("*" if mark else "")) if r.get("speedup_vs_coarse") else "-"
         spp = r["s_per_partition"] or 0.0
         share = r.get("thread_share", DEFAULT_THREAD_SHARE)
         dx = r.get("speedup_vs_fewest_devices")
@@ -496,7 +495,7 @@ def format_engine_table(rows):
                      f"{r.get('steady_kernel_busy', 0.0):6.1%} {gaps:>23s} "
                      f"{key:>{kw}s} {sp:>9s} " + ((f"{dx:.2f}x" if dx else "-").rjust(13) + " " if scaled else "")
                      + f"{('yes' if r['verified'] and r['bytes_match'] else 'NO'):>8s}")
-    if any(r.get("speedup_vs_coarse") and r.get("coarse_key_differs") for r in rows):
+    if any(marked):
         lines.append("* against a coarse row whose key was placed differently (key: dev = resident, "
                      "part = streamed with some queries kept on the device, host = streamed; "
                      "kN = the H MSM's copies): the ratio includes the placement")
