@@ -4,15 +4,26 @@ Each front end keeps its own ``_states`` dict and ``_driver()`` accessor (tests 
 per module) and builds its state through ``state_for``.
 """
 
+import os
 import threading
 
 from . import _kernels
 
-__all__ = ["DeviceState", "state_for", "device_pool", "memo", "POOL_RELEASE_THRESHOLD"]
+__all__ = ["DeviceState", "state_for", "device_pool", "memo", "POOL_RELEASE_THRESHOLD",
+           "POOL_INTERNAL_DEPENDENCIES"]
 
 # cuzk's pools keep what they hold across synchronizations (no release at every sync); memory
 # goes back to the device only through ``MemPool.trim``, which the engine calls when idle.
 POOL_RELEASE_THRESHOLD = 2**64 - 1
+#: Whether an allocation from cuzk's pool may take bytes whose free is still pending on another
+#: stream by making its stream wait for that free (``MemPool.internal_dependencies``; the
+#: driver's default is on).  Off: one worker's upload never waits for another worker's kernels.
+#: On, a 2^27 partition's a, b upload on an H100 waited ~1.1 s beside the other worker's region
+#: (bench/RESULTS.md, session 45).  What off requires: a
+#: reservation is released only once its buffers' frees have run (``CudaStages._free_device``),
+#: so the bytes it gives back are there for any stream.  ``CUZK_POOL_INTERNAL_DEPS=1`` turns
+#: the driver's default back on (A/B runs).
+POOL_INTERNAL_DEPENDENCIES = os.environ.get("CUZK_POOL_INTERNAL_DEPS", "0") not in ("", "0")
 
 _pools = {}
 _pools_lock = threading.Lock()
@@ -33,9 +44,12 @@ def memo(cache, lock, key, make):
 def device_pool(driver, device):
     """cuzk's own stream-ordered memory pool of ``device`` (cuMemPoolCreate; never the device's
     default pool, which other CUDA users of the process share), one per device and driver,
-    shared by every front end and stage."""
-    return memo(_pools, _pools_lock, (id(driver), device.ordinal, device.context),
-                lambda: driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True))
+    shared by every front end and stage; ``POOL_INTERNAL_DEPENDENCIES`` set on it."""
+    def make():
+        pool = driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True)
+        pool.internal_dependencies = POOL_INTERNAL_DEPENDENCIES
+        return pool
+    return memo(_pools, _pools_lock, (id(driver), device.ordinal, device.context), make)
 
 
 class DeviceState:

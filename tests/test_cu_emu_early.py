@@ -798,3 +798,59 @@ def test_bench_single_paths(fake, monkeypatch, circuit):
     want = hashlib.sha256(b"".join(cpu_proof(pk, asg, r, s) for r, s in rs)).hexdigest()
     assert {r["sha256"] for r in rows} == {want}
     assert device_budget(loads[0][0].device).used == 0 and pool_buffers(fake) == before
+
+
+@pytest.mark.parametrize("early,inject", [(True, None), (False, None), (True, _fail_second_upload),
+                                          (True, _fail_tail_enqueue)],
+                         ids=["early", "normal", "fail_second_upload", "fail_tail_enqueue"])
+def test_reservation_released_after_its_frees_run(fake, monkeypatch, circuit, early, inject):
+    """A partition gives its reservation back only once the host has waited for every
+    stream-ordered free of its pool buffers, after a proof and after a failure: cuzk's pool lets
+    no stream take bytes whose free is pending on another (``POOL_INTERNAL_DEPENDENCIES`` off),
+    so bytes released earlier could be in the budget and not yet in the pool.  Checked at each
+    release on the emulator's clocks."""
+    import cuzk._budget as bud
+    from cuzk import _cuda_state
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    frees, checked = [], []
+    real_alloc, real_release = fake.MemPool.alloc, bud.Reservation.release
+
+    def alloc(self, nbytes, stream):
+        buf = real_alloc(self, nbytes, stream)
+        real_free = buf.free
+
+        def free(stream=None):
+            s = stream if stream is not None else buf.stream
+            real_free(stream)
+            if s is not None and not getattr(s, "closed", False):
+                frees.append((id(s), fake.ops[id(s)]))
+        buf.free = free
+        return buf
+
+    def release(self):
+        late = [(sid, at) for sid, at in frees if fake.host_vc.get(sid, 0) < at]
+        assert not late, f"{self.what}: released before its frees ran on the streams {late}"
+        checked.append(self.what)
+        real_release(self)
+    monkeypatch.setattr(fake.MemPool, "alloc", alloc)
+    monkeypatch.setattr(bud.Reservation, "release", release)
+    st = CudaStages(threads=2, b_g2="gpu")
+    st.early_h = early
+    assert st.pool.internal_dependencies is _cuda_state.POOL_INTERNAL_DEPENDENCIES is False
+    ctx = st.context()
+    key = st.load_key(pk)
+    try:
+        if inject is None:
+            proof, t = st.prove_one(key, asg, ctx, 7, 8)
+            assert proof == cpu_proof(pk, asg, 7, 8)
+            assert ("overlap" in t) == early
+        else:
+            inject(st, monkeypatch, fake)
+            with pytest.raises(RuntimeError, match="injected"):
+                st.prove_one(key, asg, ctx, 7, 8)
+    finally:
+        key.release()
+        ctx.close()
+    assert any("partition" in w for w in checked), checked

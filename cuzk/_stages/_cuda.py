@@ -246,30 +246,45 @@ class _Ring:
             self._evs = [d.Event(self.device, timing=False) for _ in range(self.slots)]
             self._used = [False] * self.slots
 
-    def put(self, dst_ptr, src, nbytes, stream, threads=None, progress=None):
+    def put(self, dst_ptr, src, nbytes, stream, threads=None, progress=None, timings=None,
+            name="put"):
         """Enqueue the copy of ``src`` (a C-contiguous buffer, zero-padded to ``nbytes``) to device
         address ``dst_ptr`` on ``stream``, chunk by chunk through the slots (the CPU copy of a
         chunk on the pool, GIL released, overlaps the DMA of the previous ones).  Returns once
-        the last chunk is enqueued; ``progress(m)`` after each chunk of m bytes."""
+        the last chunk is enqueued; ``progress(m)`` after each chunk of m bytes.  ``timings``: a
+        dict that gains where the time went, in seconds: ``name + ":wait"`` (for a slot's
+        previous DMA), ``":copy"`` (the CPU copies into the slots) and ``":enqueue"`` (the
+        copies' and events' enqueue)."""
         from .._native import _pool
         d = _driver()
         src = memoryview(src).cast("B")
         if src.nbytes > nbytes:
             raise ValueError(f"{src.nbytes} source bytes do not fit in {nbytes}")
+        clock = time.perf_counter
+        spent = [0.0, 0.0, 0.0]                     # wait, copy, enqueue
         with self._lock:
             self._alloc()
             for off in range(0, int(nbytes), self.chunk):
                 m = min(self.chunk, int(nbytes) - off)
                 k = self._next
                 self._next = (k + 1) % self.slots
+                t0 = clock()
                 if self._used[k]:
                     self._evs[k].synchronize()        # slot k's previous upload has read it
+                t1 = clock()
                 _pool.copy_into(self._bufs[k].asarray(np.uint8)[:m], src[off: off + m], threads)
+                t2 = clock()
                 d.copy_htod(dst_ptr + off, self._bufs[k].ptr, m, stream)
                 self._evs[k].record(stream)
                 self._used[k] = True
+                spent[0] += t1 - t0
+                spent[1] += t2 - t1
+                spent[2] += clock() - t2
                 if progress is not None:
                     progress(m)
+        if timings is not None:
+            for part, t in zip((":wait", ":copy", ":enqueue"), spent):
+                timings[name + part] = timings.get(name + part, 0.0) + t
 
     def drain(self):
         """Wait until no upload reads the slots."""
@@ -1493,7 +1508,8 @@ class CudaStages(CpuStages):
                 continue
             # through the worker's pinned ring (CPU copies on the pool, GIL released); a, b are
             # padded with zero rows to n
-            timed(tm, "stage:put", ctx.staging.put, buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads)
+            timed(tm, "stage:put", ctx.staging.put, buf.ptr, np.ascontiguousarray(arr), nb, up, ctx.threads,
+                  None, tm, "stage:put")
             part.bytes_uploaded += nb
             if after and name in after:
                 after[name](ctx.event(up))
@@ -1823,12 +1839,18 @@ class CudaStages(CpuStages):
             raise
         return self.finish(part, verify=verify), part.timings
 
-    def _free_device(self, part):
-        """Give the partition's device buffers back to the pool, ordered after its kernels."""
+    def _free_device(self, part, wait=False):
+        """Give the partition's device buffers back to the pool, ordered after its kernels
+        (``_enqueue_rest``: before the region's last event, which the host waits for before the
+        reservation goes back).  ``wait``: also wait for the frees (``abort``, which releases
+        the reservation next): the pool lets another stream take the bytes only once their
+        frees have run (``POOL_INTERNAL_DEPENDENCIES``)."""
         bufs, part.dev = getattr(part, "dev", {}), {}
         s = part.ctx.compute
         for b in bufs.values():
             b.free(s)
+        if bufs and wait:
+            s.synchronize()
 
     def finish(self, part, verify=True) -> bytes:
         from .._errors import UnsatisfiedAssignmentError
@@ -1892,7 +1914,7 @@ class CudaStages(CpuStages):
                 part.done.synchronize()
         finally:
             try:
-                self._free_device(part)
+                self._free_device(part, wait=True)
             finally:
                 pin, part.c_pin = getattr(part, "c_pin", None), None
                 try:

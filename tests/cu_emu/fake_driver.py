@@ -337,6 +337,7 @@ class FakeDriver:
         class MemPool:
             def __init__(self, device, release_threshold=2**64 - 1, create=False):
                 self.device = device
+                self.internal_dependencies = True       # the driver's default
 
             def alloc(self, nbytes, stream):
                 drv._same_device("cuMemAllocFromPoolAsync", self.device, stream)
