@@ -854,3 +854,18 @@ def test_reservation_released_after_its_frees_run(fake, monkeypatch, circuit, ea
         key.release()
         ctx.close()
     assert any("partition" in w for w in checked), checked
+
+
+def test_pool_deps_option_sets_the_shared_pool(fake, monkeypatch):
+    """The stage option ``pool_deps`` sets the device pool's internal dependencies for every
+    user of the pool (an A/B knob); without it the pool keeps what it has."""
+    from cuzk import _cuda_state
+    from cuzk._stages import parse_stage_options
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    a = CudaStages(threads=1, **parse_stage_options("pool_deps=1"))
+    assert a.pool.internal_dependencies is True
+    b = CudaStages(threads=1)
+    assert b.pool is a.pool and b.pool.internal_dependencies is True
+    CudaStages(threads=1, pool_deps=False)
+    assert a.pool.internal_dependencies is False is _cuda_state.POOL_INTERNAL_DEPENDENCIES

@@ -17,7 +17,7 @@ STAGE_OPTIONS = {"precompute": precompute_arg, "h_window": int, "b_g2": str,
                  "ones_kind": ones_kind_arg, "row_check": row_check_arg, "share_sort": flag_arg,
                  "side_scratch": flag_arg, "stream_chunk": int, "stream_slots": int,
                  "key_where": key_where_arg, "h_tables": h_tables_arg, "split_side": flag_arg,
-                 "h_buffers": h_buffers_arg, "c_upload": c_upload_arg}
+                 "h_buffers": h_buffers_arg, "c_upload": c_upload_arg, "pool_deps": flag_arg}
 
 
 def parse_stage_options(text):

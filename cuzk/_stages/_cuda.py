@@ -993,6 +993,11 @@ class CudaStages(CpuStages):
         the most partitions in flight (the engine's workers; ``_streamed_buffers``), 4 only
         where four leave the slots at ``STREAM_CHUNK_MAX``: one 2^27 partition on a 16 GB card
         with 2, two on a 32 GB card with 2 (with 3 from ~31 GiB).  The same bytes in every case.
+    pool_deps : bool or None
+        Sets the device pool's ``internal_dependencies`` (``POOL_INTERNAL_DEPENDENCIES``, off:
+        no stream waits for another's pending free) for every user of the pool, from this
+        object's construction on; None leaves it.  For A/B runs in one process (the stage
+        option ``pool_deps``; bench/RESULTS.md session 45).
     c_upload : {"ring", "register"}
         How c reaches a's buffer inside the region with two H buffers.  "ring" (default):
         through the worker's pinned ring (the CPU copies c chunk by chunk while the H NTT
@@ -1015,7 +1020,7 @@ class CudaStages(CpuStages):
                  early_h=True, streams=DEFAULT_STREAMS, abc_scratch=True, ones_kind="auto",
                  row_check="beside", share_sort=True, side_scratch=True, stream_chunk=None,
                  stream_slots=None, key_where="auto", h_tables="auto", split_side=False,
-                 h_buffers="auto", c_upload="ring"):
+                 h_buffers="auto", c_upload="ring", pool_deps=None):
         super().__init__(threads)
         self.c_upload = c_upload_arg(c_upload)
         self.key_where = key_where_arg(key_where)
@@ -1047,8 +1052,13 @@ class CudaStages(CpuStages):
         # kernels convert; prep_msm skips a Montgomery reduction per full scalar); with B_G2 on
         # the CPU the CPU MSM needs canonical ones
         self.tail_form = "montgomery" if b_g2 == "gpu" else "canonical"
-        from .._cuda_state import device_pool
+        from .._cuda_state import POOL_INTERNAL_DEPENDENCIES, device_pool
         self.pool = device_pool(d, self.device)
+        if pool_deps is not None and bool(pool_deps) != self.pool.internal_dependencies:
+            self.pool.internal_dependencies = bool(pool_deps)
+            log.info("cuda:%d: the memory pool's internal dependencies %s (pool_deps; the default "
+                     "is %s) for every user of the device's pool", self.device.ordinal,
+                     "on" if pool_deps else "off", "on" if POOL_INTERNAL_DEPENDENCIES else "off")
 
     @property
     def device_label(self):
