@@ -72,6 +72,9 @@
 # Session 44 (H100; no H200 lent): eng27 (ENG27_MODES=coarse,two-lock ENG27_W=2: 1.00x on that H100, the key placed
 #   differently per mode) / eng27 (the same with ENG27_OPTS="--stage-options key_where=auto;key_where=device") /
 #   eng27 (ENG27_MODES=two-lock, key_where=device;key_where=auto: the order reversed)
+# Session 45 (H100): eng27 with CUDA_DEVICE_MAX_CONNECTIONS=32 (no change) / eng27 twice (the key_where=auto engine
+#   first in its process, and after a resident one: its a, b put waits 1.09 s on the GPU, 0.005 s first); poolab
+#   prepared (the pool's internal dependencies off against on, one process), not run: the budget ran out
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -427,6 +430,13 @@ for step in "$@"; do
               timeout ${MULTI_TIMEOUT:-560} python3 -m cuzk bench --log-n 27 --partitions ${MULTI_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --devices ${MULTI_DEVICES:-1,2} --backend cuda --cache-dir memory ${MULTI_OPTS:-} \
                 --json "$OUT/multi27.json" 2>&1 | tee "$OUT/multi27.log" | tail -8 ;;
+    poolab) # the pool's internal dependencies (stage option pool_deps) in one process at 2^27, two-lock, 2 workers:
+            # a resident engine first (the state in which the second engine's a, b put waited 1.09 s on the GPU,
+            # session 45), then the partly streamed key ("auto" on an 80 GB card) with them on, off, on
+        timeout ${POOLAB_TIMEOUT:-300} python3 -m cuzk bench --log-n 27 --partitions ${POOLAB_P:-5} --workers-per-gpu 2 \
+            --lock-mode two-lock --backend cuda --cache-dir memory --stage-options \
+            "key_where=device;key_where=auto,pool_deps=1;key_where=auto,pool_deps=0;key_where=auto,pool_deps=1" \
+            --json "$OUT/poolab.json" 2>&1 | tee "$OUT/poolab.log" | grep "^   27\|options" ;;
     eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
               timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \

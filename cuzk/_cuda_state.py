@@ -16,14 +16,15 @@ __all__ = ["DeviceState", "state_for", "device_pool", "memo", "POOL_RELEASE_THRE
 # goes back to the device only through ``MemPool.trim``, which the engine calls when idle.
 POOL_RELEASE_THRESHOLD = 2**64 - 1
 #: Whether an allocation from cuzk's pool may take bytes whose free is still pending on another
-#: stream by making its stream wait for that free (``MemPool.internal_dependencies``; the
-#: driver's default is on).  Off: one worker's upload never waits for another worker's kernels.
-#: On, a 2^27 partition's a, b upload on an H100 waited ~1.1 s beside the other worker's region
-#: (bench/RESULTS.md, session 45).  What off requires: a
-#: reservation is released only once its buffers' frees have run (``CudaStages._free_device``),
-#: so the bytes it gives back are there for any stream.  ``CUZK_POOL_INTERNAL_DEPS=1`` turns
-#: the driver's default back on (A/B runs).
-POOL_INTERNAL_DEPENDENCIES = os.environ.get("CUZK_POOL_INTERNAL_DEPS", "0") not in ("", "0")
+#: stream by making its stream wait for that free (``MemPool.internal_dependencies``; on: the
+#: driver's default, kept).  Off, one worker's upload never waits for another worker's kernels.
+#: The suspect for an H100 run in which a 2^27 partition's a, b upload beside the other worker's
+#: region waited 1.09 s on the GPU (0.005 s in a fresh process; bench/RESULTS.md, session 45).
+#: Off is prepared, not yet timed on a GPU: the stage option ``pool_deps=0`` or
+#: ``CUZK_POOL_INTERNAL_DEPS=0`` (``bench/gpu_round.sh poolab``).  What off
+#: requires: a reservation is released only once its buffers' frees have run
+#: (``CudaStages._free_device``), so the bytes it gives back are there for any stream.
+POOL_INTERNAL_DEPENDENCIES = os.environ.get("CUZK_POOL_INTERNAL_DEPS", "1") not in ("", "0")
 
 _pools = {}
 _pools_lock = threading.Lock()
@@ -47,7 +48,8 @@ def device_pool(driver, device):
     shared by every front end and stage; ``POOL_INTERNAL_DEPENDENCIES`` set on it."""
     def make():
         pool = driver.MemPool(device, POOL_RELEASE_THRESHOLD, create=True)
-        pool.internal_dependencies = POOL_INTERNAL_DEPENDENCIES
+        if not POOL_INTERNAL_DEPENDENCIES:     # on is the driver's default: nothing to set
+            pool.internal_dependencies = False
         return pool
     return memo(_pools, _pools_lock, (id(driver), device.ordinal, device.context), make)
 

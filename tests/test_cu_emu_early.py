@@ -810,7 +810,6 @@ def test_reservation_released_after_its_frees_run(fake, monkeypatch, circuit, ea
     so bytes released earlier could be in the budget and not yet in the pool.  Checked at each
     release on the emulator's clocks."""
     import cuzk._budget as bud
-    from cuzk import _cuda_state
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
     pk, asg = circuit
@@ -836,9 +835,9 @@ def test_reservation_released_after_its_frees_run(fake, monkeypatch, circuit, ea
         real_release(self)
     monkeypatch.setattr(fake.MemPool, "alloc", alloc)
     monkeypatch.setattr(bud.Reservation, "release", release)
-    st = CudaStages(threads=2, b_g2="gpu")
+    st = CudaStages(threads=2, b_g2="gpu", pool_deps=False)
     st.early_h = early
-    assert st.pool.internal_dependencies is _cuda_state.POOL_INTERNAL_DEPENDENCIES is False
+    assert st.pool.internal_dependencies is False
     ctx = st.context()
     key = st.load_key(pk)
     try:
@@ -856,16 +855,20 @@ def test_reservation_released_after_its_frees_run(fake, monkeypatch, circuit, ea
     assert any("partition" in w for w in checked), checked
 
 
-def test_pool_deps_option_sets_the_shared_pool(fake, monkeypatch):
-    """The stage option ``pool_deps`` sets the device pool's internal dependencies for every
-    user of the pool (an A/B knob); without it the pool keeps what it has."""
+@pytest.mark.parametrize("default", [True, False], ids=["default_on", "default_off"])
+def test_pool_deps_option_sets_the_shared_pool(fake, monkeypatch, default):
+    """cuzk's pool starts with ``POOL_INTERNAL_DEPENDENCIES`` (``CUZK_POOL_INTERNAL_DEPS``);
+    the stage option ``pool_deps`` sets it for every user of the pool (an A/B knob); without
+    it the pool keeps what it has."""
     from cuzk import _cuda_state
     from cuzk._stages import parse_stage_options
     from cuzk._stages._cuda import CudaStages
     _install_stages(fake, monkeypatch)
-    a = CudaStages(threads=1, **parse_stage_options("pool_deps=1"))
-    assert a.pool.internal_dependencies is True
+    monkeypatch.setattr(_cuda_state, "POOL_INTERNAL_DEPENDENCIES", default)
+    assert CudaStages(threads=1).pool.internal_dependencies is default
+    a = CudaStages(threads=1, **parse_stage_options(f"pool_deps={int(not default)}"))
+    assert a.pool.internal_dependencies is (not default)
     b = CudaStages(threads=1)
-    assert b.pool is a.pool and b.pool.internal_dependencies is True
-    CudaStages(threads=1, pool_deps=False)
-    assert a.pool.internal_dependencies is False is _cuda_state.POOL_INTERNAL_DEPENDENCIES
+    assert b.pool is a.pool and b.pool.internal_dependencies is (not default)
+    CudaStages(threads=1, pool_deps=default)
+    assert a.pool.internal_dependencies is default

@@ -994,10 +994,11 @@ class CudaStages(CpuStages):
         where four leave the slots at ``STREAM_CHUNK_MAX``: one 2^27 partition on a 16 GB card
         with 2, two on a 32 GB card with 2 (with 3 from ~31 GiB).  The same bytes in every case.
     pool_deps : bool or None
-        Sets the device pool's ``internal_dependencies`` (``POOL_INTERNAL_DEPENDENCIES``, off:
-        no stream waits for another's pending free) for every user of the pool, from this
-        object's construction on; None leaves it.  For A/B runs in one process (the stage
-        option ``pool_deps``; bench/RESULTS.md session 45).
+        Sets the device pool's ``internal_dependencies`` for every user of the pool, from this
+        object's construction on (the pool starts with ``POOL_INTERNAL_DEPENDENCIES``: on, the
+        driver's default; off, no stream waits for another's pending free); None leaves it.
+        For A/B runs in one process (the stage option ``pool_deps``; bench/RESULTS.md
+        session 45).
     c_upload : {"ring", "register"}
         How c reaches a's buffer inside the region with two H buffers.  "ring" (default):
         through the worker's pinned ring (the CPU copies c chunk by chunk while the H NTT
