@@ -1854,8 +1854,8 @@ class CudaStages(CpuStages):
         """Give the partition's device buffers back to the pool, ordered after its kernels
         (``_enqueue_rest``: before the region's last event, which the host waits for before the
         reservation goes back).  ``wait``: also wait for the frees (``abort``, which releases
-        the reservation next): the pool lets another stream take the bytes only once their
-        frees have run (``POOL_INTERNAL_DEPENDENCIES``)."""
+        the reservation next): without internal dependencies (``POOL_INTERNAL_DEPENDENCIES``
+        off) the pool lets another stream take the bytes only once their frees have run."""
         bufs, part.dev = getattr(part, "dev", {}), {}
         s = part.ctx.compute
         for b in bufs.values():
