@@ -257,8 +257,9 @@ def test_parse_stage_options():
     assert set(STAGE_OPTIONS) == {"precompute", "h_window", "b_g2", "streams", "early_h",
                                   "abc_scratch", "ones_kind", "row_check", "share_sort", "side_scratch",
                                   "stream_chunk", "stream_slots", "key_where", "h_tables", "split_side",
-                                  "h_buffers", "c_upload"}
+                                  "h_buffers", "c_upload", "pool_deps"}
     assert parse_stage_options("key_where=Host") == {"key_where": "host"}
+    assert parse_stage_options("pool_deps=0") == {"pool_deps": False}
     assert parse_stage_options("h_buffers=2") == {"h_buffers": 2}
     assert parse_stage_options("c_upload=RING") == {"c_upload": "ring"}
     with pytest.raises(ValueError, match="c_upload"):
