@@ -55,6 +55,8 @@ cdef class MemPool(_Closable):
     cdef bint _owned
     cdef readonly Device device
     cdef uint64_t _get(self, cydriver.CUmemPool_attribute a, const char* call) except? 0xFFFFFFFFFFFFFFFF
+    cdef int _get_int(self, cydriver.CUmemPool_attribute a) except? -1
+    cdef int _set_int(self, cydriver.CUmemPool_attribute a, int v) except -1
 
 
 cdef class DeviceBuffer(_Closable):

@@ -694,30 +694,33 @@ cdef class MemPool(_Closable):
     def release_threshold(self):
         return self._get(cydriver.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, "cuMemPoolGetAttribute")
 
+    cdef int _get_int(self, cydriver.CUmemPool_attribute a) except? -1:
+        """An int-valued pool attribute (the CU_MEMPOOL_ATTR_REUSE_* flags)."""
+        cdef int v = 0
+        self._pool_checked()
+        with nogil:
+            set_context(self._ctx)
+            check(cydriver.cuMemPoolGetAttribute(self._pool, a, &v), "cuMemPoolGetAttribute")
+        return v
+
+    cdef int _set_int(self, cydriver.CUmemPool_attribute a, int v) except -1:
+        self._pool_checked()
+        with nogil:
+            set_context(self._ctx)
+            check(cydriver.cuMemPoolSetAttribute(self._pool, a, &v), "cuMemPoolSetAttribute")
+        return 0
+
     @property
     def internal_dependencies(self):
         """Whether an allocation on one stream may take memory whose free, enqueued on another
         stream, has not run yet, by making the allocating stream wait for that free
         (CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES; the driver's default: True).  Off, an
         allocation takes completed frees or new memory and never waits on another stream."""
-        cdef int v = 0
-        self._pool_checked()
-        with nogil:
-            set_context(self._ctx)
-            check(cydriver.cuMemPoolGetAttribute(
-                self._pool, cydriver.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &v),
-                "cuMemPoolGetAttribute")
-        return bool(v)
+        return bool(self._get_int(cydriver.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES))
 
     @internal_dependencies.setter
     def internal_dependencies(self, bint on):
-        cdef int v = 1 if on else 0
-        self._pool_checked()
-        with nogil:
-            set_context(self._ctx)
-            check(cydriver.cuMemPoolSetAttribute(
-                self._pool, cydriver.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &v),
-                "cuMemPoolSetAttribute")
+        self._set_int(cydriver.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 1 if on else 0)
 
     def trim(self, size_t keep_bytes=0):
         """Return reserved memory above ``keep_bytes`` to the device (cuMemPoolTrimTo).
