@@ -278,9 +278,12 @@ class TestGpu:
             assert pool.reserved_bytes < before
         default = _driver.MemPool(dev)
         assert default.release_threshold == 2**64 - 1
+        with pytest.raises(ValueError):
+            default.alloc(0, stream)
 
     def test_mempool_internal_dependencies(self, dev):
-        """The reuse attribute reads back what was set; cuzk's own pool has it off."""
+        """The reuse attribute reads back what was set; cuzk's own pool has
+        ``POOL_INTERNAL_DEPENDENCIES``."""
         from cuzk._cuda_state import POOL_INTERNAL_DEPENDENCIES, device_pool
         with _driver.MemPool(dev, create=True) as pool:
             assert pool.internal_dependencies is True           # the driver's default
@@ -289,8 +292,6 @@ class TestGpu:
             pool.internal_dependencies = True
             assert pool.internal_dependencies is True
         assert device_pool(_driver, dev).internal_dependencies is POOL_INTERNAL_DEPENDENCIES
-        with pytest.raises(ValueError):
-            default.alloc(0, stream)
 
     def test_buffer_freed_when_its_stream_closes_first(self, dev):
         pool = _driver.MemPool(dev)
