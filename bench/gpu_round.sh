@@ -75,6 +75,10 @@
 # Session 45 (H100): eng27 with CUDA_DEVICE_MAX_CONNECTIONS=32 (no change) / eng27 twice (the key_where=auto engine
 #   first in its process, and after a resident one: its a, b put waits 1.09 s on the GPU, 0.005 s first); poolab
 #   prepared (the pool's internal dependencies off against on, one process), not run: the budget ran out
+# Session 46 (H100): tests (the pool test's NameError, fixed) / poolab (off ran out of memory after a resident engine)
+#   / the same with off from the start (OOM again) / "auto" twice with off (both fast): a resident key's plain
+#   twiddle tables outlived its engine, unseen by the next engine's budget; keys now free the tables they built;
+#   poolab rewritten to check that, not run: the budget ran out
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -430,13 +434,18 @@ for step in "$@"; do
               timeout ${MULTI_TIMEOUT:-560} python3 -m cuzk bench --log-n 27 --partitions ${MULTI_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --devices ${MULTI_DEVICES:-1,2} --backend cuda --cache-dir memory ${MULTI_OPTS:-} \
                 --json "$OUT/multi27.json" 2>&1 | tee "$OUT/multi27.log" | tail -8 ;;
-    poolab) # the pool's internal dependencies (stage option pool_deps) in one process at 2^27, two-lock, 2 workers:
-            # a resident engine first (the state in which the second engine's a, b put waited 1.09 s on the GPU,
-            # session 45), then the partly streamed key ("auto" on an 80 GB card) with them on, off, on
-        timeout ${POOLAB_TIMEOUT:-300} python3 -m cuzk bench --log-n 27 --partitions ${POOLAB_P:-5} --workers-per-gpu 2 \
+    poolab) # engines in one process at 2^27, two-lock, 2 workers (an 80 GB card): a resident key (its full H tables,
+            # 8 GiB) first, then "auto" (deep tables) with the pool's internal dependencies on, then off (session 46:
+            # before keys freed their tables, "auto"'s a, b put waited 1.09 s here and off ran out of memory); the
+            # put's split and the pool's bytes per row printed last (first in its process: put 0.19 s, pool 80.7 GB)
+        timeout ${POOLAB_TIMEOUT:-300} python3 -m cuzk bench --log-n 27 --partitions ${POOLAB_P:-4} --workers-per-gpu 2 \
             --lock-mode two-lock --backend cuda --cache-dir memory --stage-options \
-            "key_where=device;key_where=auto,pool_deps=1;key_where=auto,pool_deps=0;key_where=auto,pool_deps=1" \
-            --json "$OUT/poolab.json" 2>&1 | tee "$OUT/poolab.log" | grep "^   27\|options" ;;
+            "key_where=device;key_where=auto,pool_deps=1;key_where=auto,pool_deps=0" \
+            --json "$OUT/poolab.json" 2>&1 | tee "$OUT/poolab.log" | grep "^   27\|options"
+        python3 -c "import json, sys
+for r in json.load(open(sys.argv[1]))['results']:
+    print(r['stage_options'], round(r['s_per_10_partitions'], 3), r['pools'],
+          {k: round(v, 3) for k, v in r['stage_median_s'].items() if 'put' in k})" "$OUT/poolab.json" ;;
     eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
               timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \

@@ -208,7 +208,9 @@ class _DeviceState(DeviceState):
 
     def __init__(self, device):
         super().__init__(_driver(), device, "ntt")
-        self._tables = {}      # (lg_n, kind) -> DeviceBuffer (plain allocation, resident)
+        self._tables = {}      # (lg_n, kind, deep) -> DeviceBuffer (plain allocation, resident)
+        self._holds = {}       # (lg_n, deep) -> how many keys hold the H stage's tables
+        self._held_built = set()   # tables a hold built: the last holder's release frees them
         self._consts = {}      # lg_n -> DeviceBuffer of H_CONSTS (Montgomery)
         self._staging = []     # free PinnedBuffers for uploads
 
@@ -222,6 +224,59 @@ class _DeviceState(DeviceState):
         """
         return self._memo(self._tables, (lg_n, kind, deep),
                           lambda: self._make_table(lg_n, kind, stream, deep))
+
+    def hold_h_tables(self, lg_n, stream=None, deep=False, build=True):
+        """Build (or share) the H stage's tables at 2^lg_n for a holder: a resident or streamed
+        key, whose budget reservation counts them (``h_tables_bytes``).  ``release_h_tables``
+        gives them up; the last holder's release frees the tables that a hold built, so the
+        budget's bytes come back as device memory.  Tables built outside any hold (a one-shot
+        ``ntt``, ``h_stage``, ``snarkjs_h``) stay cached for the process.  A thread that
+        enqueues on this module's device-buffer functions at a key's size while that key may
+        be released holds the tables too (``build=False``: a use, not an owner).
+
+        Why (bench/RESULTS.md, session 46): a resident key's 8 GiB of plain tables at 2^27
+        outlived its engine; the next engine's budget counted its own deep tables (1 GiB) and
+        not those, so it admitted ~8 GiB the card did not have.  Its pool then met the
+        partitions' allocations by making one worker's upload stream wait for the other's
+        frees: a, b's put waited 1.09 s for the other region (16.1 against 14.6 s per 10
+        partitions on an H100), and with the pool's internal dependencies off, it ran out of
+        memory."""
+        deep = h_deep(lg_n, deep)
+        with self._lock:
+            for kind in self._h_kinds() if build else ():
+                if (lg_n, kind, deep) not in self._tables:
+                    self.table(lg_n, kind, stream, deep)
+                    self._held_built.add((lg_n, kind, deep))
+            self._holds[(lg_n, deep)] = self._holds.get((lg_n, deep), 0) + 1
+
+    def release_h_tables(self, lg_n, deep=False):
+        """End one ``hold_h_tables(lg_n, deep=deep)``; the last one frees what holds built (no
+        kernel reads them by then: each holder's partitions are done before it lets go)."""
+        deep = h_deep(lg_n, deep)
+        with self._lock:
+            left = self._holds.get((lg_n, deep), 0) - 1
+            if left < 0:
+                raise RuntimeError(f"H tables 2^{lg_n} (deep={deep}) released more often than held")
+            self._holds[(lg_n, deep)] = left
+            if left:
+                return
+            del self._holds[(lg_n, deep)]
+            for kind in self._h_kinds():
+                key = (lg_n, kind, deep)
+                if key in self._held_built:
+                    self._held_built.discard(key)
+                    buf = self._tables.pop(key, None)   # None: ``release()`` freed it already
+                    if buf is not None:
+                        buf.free()
+
+    def held_h_tables(self):
+        """{(lg_n, deep): holders} of the H stage's tables (tests, status)."""
+        with self._lock:
+            return dict(self._holds)
+
+    @staticmethod
+    def _h_kinds():
+        return H_TABLES + (("winv",) if _INV_W_TABLE else ())
 
     def _make_table(self, lg_n, kind, stream, deep):
         d = _driver()
@@ -300,6 +355,7 @@ class _DeviceState(DeviceState):
             for p in self._staging:
                 p.close()
             self._tables.clear()
+            self._held_built.clear()
             self._consts.clear()
             self._staging.clear()
 

@@ -17,11 +17,12 @@ __all__ = ["DeviceState", "state_for", "device_pool", "memo", "POOL_RELEASE_THRE
 POOL_RELEASE_THRESHOLD = 2**64 - 1
 #: Whether an allocation from cuzk's pool may take bytes whose free is still pending on another
 #: stream by making its stream wait for that free (``MemPool.internal_dependencies``; on: the
-#: driver's default, kept).  Off, one worker's upload never waits for another worker's kernels.
-#: The suspect for an H100 run in which a 2^27 partition's a, b upload beside the other worker's
-#: region waited 1.09 s on the GPU (0.005 s in a fresh process; bench/RESULTS.md, session 45).
-#: Off is prepared, not yet timed on a GPU: the stage option ``pool_deps=0`` or
-#: ``CUZK_POOL_INTERNAL_DEPS=0`` (``bench/gpu_round.sh poolab``).  What off
+#: driver's default, kept).  Off, one worker's upload never waits for another worker's kernels,
+#: but where the budget admits more than the card has, an allocation fails instead of waiting:
+#: an H100 run in which a 2^27 partition's a, b upload waited 1.09 s on the other worker's
+#: region ran out of memory with it off (bench/RESULTS.md, sessions 45-46; the cause was a key's
+#: 8 GiB of twiddle tables outliving it, now fixed).  Off for A/B runs: the stage option
+#: ``pool_deps=0`` or ``CUZK_POOL_INTERNAL_DEPS=0`` (``bench/gpu_round.sh poolab``).  What off
 #: requires: a reservation is released only once its buffers' frees have run
 #: (``CudaStages._free_device``), so the bytes it gives back are there for any stream.
 POOL_INTERNAL_DEPENDENCIES = os.environ.get("CUZK_POOL_INTERNAL_DEPS", "1") not in ("", "0")

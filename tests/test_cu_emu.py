@@ -1923,6 +1923,50 @@ def test_resident_key_round_trips(fake, monkeypatch, tmp_path):
     assert _STAGE_CHUNK >= 1 << 20
 
 
+@pytest.mark.parametrize("where", ["device", "host"])
+def test_key_release_frees_the_h_tables_it_built(fake, monkeypatch, where):
+    """A key holds the H stage's twiddle tables (its reservation counts them): keys of one size
+    share them, the last release frees what the holds built, and tables built outside any hold
+    (a one-shot transform) stay cached.  Before session 46 a key's tables outlived it: the next
+    engine's budget did not see them and admitted memory the card did not have."""
+    from cuzk import _cuda_ntt
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    r1cs, _, _ = porep_like(7, 6)
+    pk = keygen_random(r1cs, seed=6)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    nst = _cuda_ntt._state(st.device)
+    lg = pk.domain_size.bit_length() - 1
+    k1 = st.load_key(pk, where=where)
+    k2 = st.load_key(pk, where=where)
+    deep = k1.deep_tables
+    held = [(lg, kind, deep) for kind in _cuda_ntt.H_TABLES]
+    assert nst.held_h_tables() == {(lg, deep): 2}
+    bufs = [nst._tables[t] for t in held]
+    k1.release()
+    k1.release()                                    # idempotent: one hold given up, once
+    assert nst.held_h_tables() == {(lg, deep): 1}
+    assert all(nst._tables.get(t) is b for t, b in zip(held, bufs))
+    nst.hold_h_tables(lg, deep=deep, build=False)   # a use beside the key: the last one frees
+    k2.release()
+    assert nst.held_h_tables() == {(lg, deep): 1} and not any(b.closed for b in bufs)
+    nst.release_h_tables(lg, deep)
+    assert nst.held_h_tables() == {}
+    assert all(t not in nst._tables for t in held) and all(b.closed for b in bufs)
+    assert device_budget(st.device).used == 0
+    # a table built outside any hold (a one-shot transform) outlives the next key's release
+    s = fake.Stream(st.device)
+    own = nst.table(lg, "inv", s, deep)
+    k3 = st.load_key(pk, where=where)
+    k3.release()
+    assert nst._tables.get((lg, "inv", deep)) is own and not own.closed
+    assert (lg, "wfwd", deep) not in nst._tables         # that one the hold built
+    with pytest.raises(RuntimeError, match="released more often"):
+        nst.release_h_tables(lg, deep)
+
+
 # ---- stream order: the stages' waits checked by running the streams out of order ---------------
 
 _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loaded,

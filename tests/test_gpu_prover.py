@@ -163,6 +163,32 @@ def test_cuda_side_stream_bytes_equal_cpu(early):
     assert t["gpu:side"] > 0 and "gpu:side_wait" in t
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_cuda_key_release_gives_its_device_memory_back():
+    """A resident key's load and release leave the device's free memory where it was, its H
+    twiddle tables included (session 46: a 2^27 key's 8 GiB of tables outlived it, and the next
+    engine's budget admitted memory the card did not have)."""
+    from cuzk import _cuda_ntt
+    from cuzk._stages._cuda import CudaStages
+    pk, _ = _circuit(20, 20)
+    st = CudaStages()
+    st.load_key(pk, where="device").release()       # modules and constants loaded once
+    st.trim()
+    before = st.device.mem_info()[0]
+    nst = _cuda_ntt._state(st.device)
+    holds = nst.held_h_tables()                     # other tests' keys still loaded, if any
+    key = st.load_key(pk, where="device")
+    held = (20, key.deep_tables)
+    tables = _cuda_ntt.h_tables_bytes(*held)
+    assert nst.held_h_tables().get(held) == holds.get(held, 0) + 1 and tables >= 64 << 20
+    key.release()
+    st.trim()
+    after = st.device.mem_info()[0]
+    assert nst.held_h_tables() == holds
+    assert abs(before - after) < tables // 4, (before, after, tables)
+
+
 @pytest.mark.parametrize("chunk,h_buffers,c_upload", [(None, 4, "register"), (1 << 20, 4, "register"),
                                                        (1 << 20, 3, "register"), (1 << 20, 2, "register"),
                                                        (1 << 20, 2, "ring")],

@@ -360,6 +360,7 @@ class ResidentKey:
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
         self._res = None
+        self._tables_held = None        # (lg, deep) once the H stage's tables are held
         lg = pk.domain_size.bit_length() - 1
         self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
         sizes = {q: _query_bytes(pk, q) for q in QUERIES}
@@ -406,7 +407,7 @@ class ResidentKey:
             if pre:
                 table = self._bufs["h_table"].ptr
                 _cuda_msm.precompute_bases(plan, up, table, table)
-            _warm_tables(device, lg, up, self.deep_tables)
+            _hold_tables(self, lg, up)
             up.synchronize()
         except BaseException:
             up.synchronize()
@@ -425,6 +426,7 @@ class ResidentKey:
         bufs, self._bufs = self._bufs, {}
         for b in bufs.values():
             b.free()
+        _release_held_tables(self)
         if self._res is not None:
             self._res.release()
 
@@ -487,6 +489,7 @@ class StreamedKey:
         self.slot_free = [[] for _ in range(self.slots)]
         self._slot_lock = threading.Lock()
         self._bufs = {}
+        self._tables_held = None        # (lg, deep) once the H stage's tables are held
         bad = set(resident) - set(QUERIES)
         if bad:
             raise ValueError(f"resident queries must be among {sorted(QUERIES)}, got {sorted(bad)}")
@@ -532,7 +535,7 @@ class StreamedKey:
                     nb = _query_bytes(pk, q)
                     self._bufs[q] = pool.alloc(nb, up)
                     d.copy_htod(self._bufs[q], self.host_ptr(q), nb, up)
-                _warm_tables(device, lg, up, self.deep_tables)
+                _hold_tables(self, lg, up)
                 up.synchronize()
             finally:
                 up.close()
@@ -586,6 +589,7 @@ class StreamedKey:
         regs, self._regs = self._regs, {}
         for r in regs.values():
             r.release()
+        _release_held_tables(self)
         if self._res is not None:
             self._res.release()
             self._res = None
@@ -727,14 +731,24 @@ def _fits_whole(pk, budget, partitions, deep):
         _key_device_bytes(pk, deep) + partitions * partition_bytes(pk.domain_size))
 
 
-def _warm_tables(device, lg, stream, deep):
-    """Twiddle tables (deep or not) and constants of the H stage at 2^lg, built now (not in a
-    kernel region)."""
+def _hold_tables(key, lg, stream):
+    """The twiddle tables (``key.deep_tables`` or not) and constants of the H stage at 2^lg,
+    built now (not in a kernel region) and held for ``key`` until ``_release_held_tables``
+    (``hold_h_tables``)."""
     from .. import _cuda_ntt
-    st = _cuda_ntt._state(device)
-    for kind in _cuda_ntt.H_TABLES:
-        st.table(lg, kind, stream, deep)
+    st = _cuda_ntt._state(key.device)
+    st.hold_h_tables(lg, stream, key.deep_tables)
+    key._tables_held = (lg, key.deep_tables)
     st.consts(lg, stream)
+
+
+def _release_held_tables(key):
+    """A key's release of the H tables it holds (``_hold_tables``; idempotent): before its
+    reservation goes back, so the budget never counts bytes the tables still take."""
+    held, key._tables_held = key._tables_held, None
+    if held is not None:
+        from .. import _cuda_ntt
+        _cuda_ntt._state(key.device).release_h_tables(*held)
 
 
 class _Region:
@@ -998,7 +1012,8 @@ class CudaStages(CpuStages):
         object's construction on (the pool starts with ``POOL_INTERNAL_DEPENDENCIES``: on, the
         driver's default; off, no stream waits for another's pending free); None leaves it.
         For A/B runs in one process (the stage option ``pool_deps``; bench/RESULTS.md
-        session 45).
+        sessions 45-46: off ran out of memory where the budget had admitted more than the card
+        held, on made an upload wait for the other worker's frees).
     c_upload : {"ring", "register"}
         How c reaches a's buffer inside the region with two H buffers.  "ring" (default):
         through the worker's pinned ring (the CPU copies c chunk by chunk while the H NTT
