@@ -437,14 +437,15 @@ for step in "$@"; do
     poolab) # engines in one process at 2^27, two-lock, 2 workers (an 80 GB card): a resident key (its full H tables,
             # 8 GiB) first, then "auto" (deep tables) with the pool's internal dependencies on, then off (session 46:
             # before keys freed their tables, "auto"'s a, b put waited 1.09 s here and off ran out of memory); the
-            # put's split and the pool's bytes per row printed last (first in its process: put 0.19 s, pool 80.7 GB)
+            # put's split, the pool's bytes and the engine's untracked bytes at its start per row printed last (first
+            # in its process: put 0.19 s, pool 80.7 GB; untracked 0 in every row once keys free their tables)
         timeout ${POOLAB_TIMEOUT:-300} python3 -m cuzk bench --log-n 27 --partitions ${POOLAB_P:-4} --workers-per-gpu 2 \
             --lock-mode two-lock --backend cuda --cache-dir memory --stage-options \
             "key_where=device;key_where=auto,pool_deps=1;key_where=auto,pool_deps=0" \
             --json "$OUT/poolab.json" 2>&1 | tee "$OUT/poolab.log" | grep "^   27\|options"
         python3 -c "import json, sys
 for r in json.load(open(sys.argv[1]))['results']:
-    print(r['stage_options'], round(r['s_per_10_partitions'], 3), r['pools'],
+    print(r['stage_options'], round(r['s_per_10_partitions'], 3), r['pools'], r.get('untracked_bytes'),
           {k: round(v, 3) for k, v in r['stage_median_s'].items() if 'put' in k})" "$OUT/poolab.json" ;;
     eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
               timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \

@@ -1697,6 +1697,34 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
 
 
+@pytest.mark.parametrize("free_gib,untracked_gib", [(4, 10), (15, 0)])
+def test_engine_says_memory_its_budget_does_not_have(fake, monkeypatch, caplog, free_gib,
+                                                     untracked_gib):
+    """At its start the engine compares the device budget's free bytes with the device's free
+    memory and what cuzk's pool holds unused: memory that no reservation counts (another
+    process; session 46: a key's tables that outlived it) is logged as a warning from 1 GiB and
+    reported in ``status()``; none when the device has what the budget counts."""
+    import logging
+    import cuzk
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    st = CudaStages(threads=1)
+    total = device_budget(st.device).total           # the emulated 16 GiB less the 2 GiB margin
+    assert total == 14 << 30
+    monkeypatch.setattr(type(st.device), "mem_info", lambda self: (free_gib << 30, 16 << 30))
+    monkeypatch.setattr(st.pool, "used_bytes", 1 << 30, raising=False)
+    monkeypatch.setattr(st.pool, "reserved_bytes", 1 << 30, raising=False)   # none unused
+    with caplog.at_level(logging.WARNING, logger="cuzk.engine"):
+        with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=1, stages=lambda i: st,
+                         threads=1) as eng:
+            got = eng.status()["devices"][0]["untracked_bytes_at_start"]
+    assert got == untracked_gib << 30
+    said = [r.getMessage() for r in caplog.records if "does not have" in r.getMessage()]
+    assert len(said) == (1 if untracked_gib else 0)
+    if said:
+        assert "10.00 GiB" in said[0]
+
+
 @pytest.mark.parametrize("h_buffers", [4, 3, 2])
 def test_engine_on_a_streamed_key(fake, monkeypatch, h_buffers):
     """cuzk.Engine with a key kept in host memory (as when the budget cannot hold it), streamed in

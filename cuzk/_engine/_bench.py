@@ -141,6 +141,7 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
         # run's peak made them reserve): the check that the budget's accounting holds
         st = eng.status()
         pools = [dv.get("pool") for dv in st["devices"]]
+        untracked = [dv.get("untracked_bytes_at_start") for dv in st["devices"]]
         key0 = st["keys"][0] if st["keys"] else {}
         budgets = [{k: (dv.get("budget") or {}).get(k) for k in ("total", "peak")}
                    for dv in st["devices"]]
@@ -170,7 +171,8 @@ def _one(pk, asg, public, rs, jobs, backend, devices, workers, mode, threads, tr
             "steady_kernel_busy": m["steady_kernel_busy"],
             "steady_s_per_10_partitions": m["steady_s_per_proof"], "gaps": m["gaps"],
             "stage_median_s": m["stage_median_s"], "lock_wait_total_s": m["lock_wait_total_s"],
-            "wall_s": m["wall_s"], "pools": pools, "h_msm": key0.get("h_msm"),
+            "wall_s": m["wall_s"], "pools": pools, "untracked_bytes": untracked,
+            "h_msm": key0.get("h_msm"),
             "reserved_bytes_max": reserved, "key_bytes": key0.get("nbytes"),
             # per device: where the key lives ("device"/"host") and the queries a "host" key keeps
             # on the device anyway (a partly resident key)

@@ -343,6 +343,7 @@ class _Device:
         self.regions = 0                 # workers in run/sync (their kernel region)
         self.active = 0                  # partitions between dequeue and their end
         self.reserving = 0               # partitions from their reservation (upload) to their end
+        self.untracked = 0               # ``_untracked_at_start``
 
 
 class _WorkerState:
@@ -356,6 +357,30 @@ class _WorkerState:
     def snapshot(self):
         return {"name": self.name, "state": self.state, "job": self.job,
                 "partition": self.partition, "done": self.done}
+
+
+# Device memory outside every reservation, at an engine's start, from which the log warns.
+_UNTRACKED_WARN = 1 << 30
+
+
+def _untracked_at_start(dev):
+    """The stage object's ``untracked_bytes`` of the device's budget when the engine starts (0
+    for stages without one; None where the driver call failed: it must not stop the engine),
+    said in the log from ``_UNTRACKED_WARN``."""
+    f = getattr(dev.stages, "untracked_bytes", None)
+    if f is None:
+        return 0
+    try:
+        n = int(f(dev.budget))
+    except Exception:
+        log.exception("engine: device %s: its free memory could not be read", dev.label)
+        return None
+    if n >= _UNTRACKED_WARN:
+        log.warning("engine: device %s: the budget counts %.2f GiB as free that the device does "
+                    "not have (taken by another process, or by device memory no reservation "
+                    "counts); partitions admitted into it wait for other workers' frees or run "
+                    "out of memory: a smaller vram_budget avoids that", dev.label, n / 2**30)
+    return n
 
 
 def _pool_bytes(stages):
@@ -510,6 +535,7 @@ class Engine:
                     budget = device_budget(st.device)
                 dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}",
                                                        gated=self.thread_share == "adaptive"))
+                dev.untracked = _untracked_at_start(dev)
                 dev.worker_budget = _DeviceBudget(budget, dev, self.workers_per_gpu)
                 for w in range(self.workers_per_gpu):
                     ctx = st.context(budget=dev.worker_budget, threads=self.threads_per_worker,
@@ -994,7 +1020,9 @@ class Engine:
     def status(self):
         """A snapshot: devices (workers, budget, locks, ``pool``: the device memory pool's
         used and reserved bytes, None on the CPU, and ``serialized``: whether a partition had to
-        wait for the only other one in flight, i.e. two do not fit beside the keys), keys and
+        wait for the only other one in flight, i.e. two do not fit beside the keys;
+        ``untracked_bytes_at_start``: memory the budget counted as free that the device did not
+        have when the engine started, ``_untracked_at_start``), keys and
         where they live, queued partitions per priority, partitions in flight, completed and
         failed counts, the thread policy."""
         with self._keys_lock:
@@ -1017,6 +1045,7 @@ class Engine:
                          "serialized": bool(dv.worker_budget is not None
                                             and dv.worker_budget.serialized),
                          "pool": _pool_bytes(dv.stages),
+                         "untracked_bytes_at_start": dv.untracked,
                          "locks": dv.interlock.snapshot()} for dv in self.devices],
             "keys": keys, "queued": self._queue.counts(), "in_flight": self._slots.used,
             "max_in_flight": self.max_in_flight, "jobs_pending": jobs,

@@ -1346,6 +1346,20 @@ class CudaStages(CpuStages):
     def trim(self):
         self.pool.trim(0)
 
+    def untracked_bytes(self, budget):
+        """Bytes ``budget`` would admit beyond what the device can give now: the budget's free
+        bytes less the device's free memory and what cuzk's pool holds unused (cuMemGetInfo: at
+        an engine's start, never in a hot path).  Above 0: memory that no reservation counts is
+        taken (another process or library on the device, or device memory of cuzk's that
+        outlived its reservation).  Partitions admitted into it make the pool wait for another
+        worker's frees, or fail (bench/RESULTS.md session 46: a key's 8 GiB of twiddle tables
+        left behind; 0 where the budget has no total)."""
+        if budget is None or budget.free is None:
+            return 0
+        free = int(self.device.mem_info()[0])
+        spare = max(0, int(self.pool.reserved_bytes) - int(self.pool.used_bytes))
+        return max(0, int(budget.free) - free - spare)
+
     def warm(self, ctx, key):
         """Prepare ``ctx`` for partitions of ``key`` before the first one: the pinned staging
         ring and result slab allocated, and the device pool grown by what a partition allocates
