@@ -1702,8 +1702,9 @@ def test_engine_says_memory_its_budget_does_not_have(fake, monkeypatch, caplog, 
                                                      untracked_gib):
     """At its start the engine compares the device budget's free bytes with the device's free
     memory and what cuzk's pool holds unused: memory that no reservation counts (another
-    process; session 46: a key's tables that outlived it) is logged as a warning from 1 GiB and
-    reported in ``status()``; none when the device has what the budget counts."""
+    process; session 46: a key's tables that outlived it) is logged as a warning from 1 GiB,
+    reported in ``status()`` and held out of the budget until the engine closes; none when the
+    device has what the budget counts."""
     import logging
     import cuzk
     from cuzk._stages._cuda import CudaStages, device_budget
@@ -1717,12 +1718,14 @@ def test_engine_says_memory_its_budget_does_not_have(fake, monkeypatch, caplog, 
     with caplog.at_level(logging.WARNING, logger="cuzk.engine"):
         with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=1, stages=lambda i: st,
                          threads=1) as eng:
-            got = eng.status()["devices"][0]["untracked_bytes_at_start"]
-    assert got == untracked_gib << 30
+            dev = eng.status()["devices"][0]
+    assert dev["untracked_bytes_at_start"] == untracked_gib << 30
+    assert dev["budget"]["used"] == untracked_gib << 30     # held out of the budget meanwhile
+    assert device_budget(st.device).used == 0               # and given back at close
     said = [r.getMessage() for r in caplog.records if "does not have" in r.getMessage()]
     assert len(said) == (1 if untracked_gib else 0)
     if said:
-        assert "10.00 GiB" in said[0]
+        assert "10.00 GiB" in said[0] and "holds it out of its budget" in said[0]
 
 
 @pytest.mark.parametrize("h_buffers", [4, 3, 2])

@@ -344,6 +344,7 @@ class _Device:
         self.active = 0                  # partitions between dequeue and their end
         self.reserving = 0               # partitions from their reservation (upload) to their end
         self.untracked = 0               # ``_untracked_at_start``
+        self.untracked_res = None        # its lasting reservation, released at close
 
 
 class _WorkerState:
@@ -365,8 +366,11 @@ _UNTRACKED_WARN = 1 << 30
 
 def _untracked_at_start(dev):
     """The stage object's ``untracked_bytes`` of the device's budget when the engine starts (0
-    for stages without one; None where the driver call failed: it must not stop the engine),
-    said in the log from ``_UNTRACKED_WARN``."""
+    for stages without one; None where the driver call failed: it must not stop the engine).
+    From ``_UNTRACKED_WARN`` it is said in the log and reserved (lasting) until the engine
+    closes, so that keys are placed and partitions admitted as if the budget were that much
+    smaller, instead of the pool making uploads wait for other workers' frees or running out
+    of memory (bench/RESULTS.md session 46)."""
     f = getattr(dev.stages, "untracked_bytes", None)
     if f is None:
         return 0
@@ -376,10 +380,16 @@ def _untracked_at_start(dev):
         log.exception("engine: device %s: its free memory could not be read", dev.label)
         return None
     if n >= _UNTRACKED_WARN:
+        from .._errors import BudgetError
+        try:        # held out of the budget while the engine runs: keys are placed without it
+            dev.untracked_res = dev.budget.reserve(n, "device memory taken outside the budget",
+                                                   block=False, lasting=True)
+            held = "; the engine holds it out of its budget until it closes"
+        except BudgetError as e:
+            held = f"; it could not be held out of the budget ({e})"
         log.warning("engine: device %s: the budget counts %.2f GiB as free that the device does "
                     "not have (taken by another process, or by device memory no reservation "
-                    "counts); partitions admitted into it wait for other workers' frees or run "
-                    "out of memory: a smaller vram_budget avoids that", dev.label, n / 2**30)
+                    "counts)%s", dev.label, n / 2**30, held)
     return n
 
 
@@ -535,13 +545,13 @@ class Engine:
                     budget = device_budget(st.device)
                 dev = _Device(i, st, budget, Interlock(self.lock_mode, f"{st.name}:{dev_idx}",
                                                        gated=self.thread_share == "adaptive"))
-                dev.untracked = _untracked_at_start(dev)
                 dev.worker_budget = _DeviceBudget(budget, dev, self.workers_per_gpu)
                 for w in range(self.workers_per_gpu):
                     ctx = st.context(budget=dev.worker_budget, threads=self.threads_per_worker,
                                      name=f"d{i}w{w}")
                     dev.contexts.append(ctx)
                 self.devices.append(dev)
+                dev.untracked = _untracked_at_start(dev)    # close() releases what it holds
             for dev in self.devices:
                 for w, ctx in enumerate(dev.contexts):
                     ws = _WorkerState(f"{dev.label} w{w}", w)
@@ -1103,6 +1113,9 @@ class Engine:
                     ctx.close()
                 except Exception:
                     log.exception("engine: closing a worker context failed")
+            if dev.untracked_res is not None:
+                dev.untracked_res.release()
+                dev.untracked_res = None
             try:
                 dev.stages.trim()           # idle now: give the pool's memory back to the device
             except Exception:
