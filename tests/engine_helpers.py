@@ -116,6 +116,9 @@ class Wrapped:
     def warm(self, ctx, key):
         self.inner.warm(ctx, key)
 
+    def untracked_bytes(self, budget):
+        return self.inner.untracked_bytes(budget)
+
     def upload(self, part):
         if self._hit("upload-before", part.asg):
             raise Injected("upload-before")
@@ -181,6 +184,9 @@ class FakeStages:
 
     def warm(self, ctx, key):
         pass
+
+    def untracked_bytes(self, budget):
+        return 0
 
     def upload(self, part):
         ctx = part.ctx

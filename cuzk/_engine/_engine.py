@@ -365,17 +365,14 @@ _UNTRACKED_WARN = 1 << 30
 
 
 def _untracked_at_start(dev):
-    """The stage object's ``untracked_bytes`` of the device's budget when the engine starts (0
-    for stages without one; None where the driver call failed: it must not stop the engine).
+    """The stage object's ``untracked_bytes`` of the device's budget when the engine starts
+    (None where the driver call failed: it must not stop the engine).
     From ``_UNTRACKED_WARN`` it is said in the log and reserved (lasting) until the engine
     closes, so that keys are placed and partitions admitted as if the budget were that much
     smaller, instead of the pool making uploads wait for other workers' frees or running out
     of memory (bench/RESULTS.md session 46)."""
-    f = getattr(dev.stages, "untracked_bytes", None)
-    if f is None:
-        return 0
     try:
-        n = int(f(dev.budget))
+        n = int(dev.stages.untracked_bytes(dev.budget))
     except Exception:
         log.exception("engine: device %s: its free memory could not be read", dev.label)
         return None

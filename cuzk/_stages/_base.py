@@ -297,6 +297,11 @@ class Stages:
         of this device runs)."""
         return None
 
+    def untracked_bytes(self, budget) -> int:
+        """Bytes ``budget`` counts as free that the device cannot give (CUDA: memory taken
+        outside every reservation; read at an engine's start).  0 on the CPU."""
+        return 0
+
     def run(self, part):
         raise NotImplementedError
 

@@ -360,7 +360,7 @@ class ResidentKey:
         self.pk, self.device, self.pool = pk, device, pool
         self._bufs = {}
         self._res = None
-        self._tables_held = None        # (lg, deep) once the H stage's tables are held
+        self._tables_held = False       # the H stage's tables held (``_hold_tables``)
         lg = pk.domain_size.bit_length() - 1
         self.deep_tables = _cuda_ntt.h_deep(lg, deep_tables)
         sizes = {q: _query_bytes(pk, q) for q in QUERIES}
@@ -489,7 +489,7 @@ class StreamedKey:
         self.slot_free = [[] for _ in range(self.slots)]
         self._slot_lock = threading.Lock()
         self._bufs = {}
-        self._tables_held = None        # (lg, deep) once the H stage's tables are held
+        self._tables_held = False       # the H stage's tables held (``_hold_tables``)
         bad = set(resident) - set(QUERIES)
         if bad:
             raise ValueError(f"resident queries must be among {sorted(QUERIES)}, got {sorted(bad)}")
@@ -738,17 +738,18 @@ def _hold_tables(key, lg, stream):
     from .. import _cuda_ntt
     st = _cuda_ntt._state(key.device)
     st.hold_h_tables(lg, stream, key.deep_tables)
-    key._tables_held = (lg, key.deep_tables)
+    key._tables_held = True
     st.consts(lg, stream)
 
 
 def _release_held_tables(key):
     """A key's release of the H tables it holds (``_hold_tables``; idempotent): before its
     reservation goes back, so the budget never counts bytes the tables still take."""
-    held, key._tables_held = key._tables_held, None
-    if held is not None:
+    held, key._tables_held = key._tables_held, False
+    if held:
         from .. import _cuda_ntt
-        _cuda_ntt._state(key.device).release_h_tables(*held)
+        lg = key.pk.domain_size.bit_length() - 1
+        _cuda_ntt._state(key.device).release_h_tables(lg, key.deep_tables)
 
 
 class _Region:
