@@ -79,6 +79,8 @@
 #   / the same with off from the start (OOM again) / "auto" twice with off (both fast): a resident key's plain
 #   twiddle tables outlived its engine, unseen by the next engine's budget; keys now free the tables they built;
 #   poolab rewritten to check that, not run: the budget ran out
+# Session 47 (H100): tests poolab (the fix checked: "auto" after a resident engine as fast as first) / eng27
+#   (ENG27_MODES=coarse,two-lock ENG27_W=2: 1.17x without stale tables)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
