@@ -1657,6 +1657,15 @@ def _keys_in_host(st, monkeypatch):
     return keys
 
 
+def _keys_split(monkeypatch, resident):
+    """Make "auto" split every key as on a card that holds it only in part (the H100's 2^27 key):
+    ``resident`` kept on the device (``stream_plan``'s choice), the rest streamed, two partitions
+    in flight beside it."""
+    import cuzk._stages._cuda as sc
+    monkeypatch.setattr(sc, "_fits_whole", lambda *a, **kw: False)
+    monkeypatch.setattr(sc, "stream_plan", lambda *a, **kw: (2, tuple(resident)))
+
+
 @pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
 def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     """cuzk.Engine driving CudaStages (resident key, warmed staging, device row check) on the
@@ -1695,6 +1704,39 @@ def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     assert [r.partition for r in stages if r.name == "early_rest"] == [0]
     assert len(regions[0]) == 4
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (1, 0)
+
+
+@pytest.mark.parametrize("resident", [("h", "l", "b_g1", "b_g2"), ("l",)])
+def test_engine_split_key_early_partition(fake, monkeypatch, resident):
+    """A key that "auto" splits (the H100's 2^27 key: h, l, b kept, a streamed): the first
+    partition, finding the device idle, takes the early path when H is kept (H's MSM enqueued
+    before prep_msm, the streamed chunks through the slots after it), and the normal one when H
+    is streamed; every proof has the CPU's bytes, and only the key stays reserved."""
+    import cuzk
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages
+    _install_stages(fake, monkeypatch)
+    _keys_split(monkeypatch, resident)
+    r1cs, inputs, aux = porep_like(6, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    st = CudaStages(threads=1, b_g2="gpu", stream_chunk=64 * 192)
+    rs = [(10 + i, 20 + i) for i in range(4)]
+    with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=2, lock_mode="two-lock",
+                     stages=lambda i: st, threads=1) as eng:
+        key = eng.load(pk, progress=False)
+        assert key.where == ["host"] and key.kept == [list(resident)]
+        out = eng.submit(key, [asg] * 4, randomizers=rs).result(600)
+        assert _settled_budget(eng) == eng.status()["keys"][0]["nbytes"][0]
+        metrics = eng.timeline.metrics()
+        stages = [r for r in eng.timeline.records() if r.kind == "stage"]
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+    early = "h" in resident
+    assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (int(early), 0)
+    assert [r.partition for r in stages if r.name == "early_rest"] == ([0] if early else [])
+    assert len([r for r in stages if r.name == "run"]) == (3 if early else 4)
 
 
 @pytest.mark.parametrize("free_gib,untracked_gib", [(4, 10), (15, 0)])
@@ -2018,6 +2060,11 @@ _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loade
     "engine-narrow": (6, {}, "device", (2, "narrow")),
     "engine-coarse-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "coarse")),
     "engine3-streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host", (3, "two-lock")),
+    # a partly resident key that keeps H: the early path (H's MSM before prep_msm, the streamed
+    # chunks through the slots after it), H in 4 or 2 buffers, alone and in the engine
+    "partly-early": (6, {"stream_chunk": 64 * 192}, ("h", "l"), None),
+    "partly-early-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"}, ("h",), None),
+    "engine-partly": (6, {"stream_chunk": 64 * 192}, ("h", "b_g1", "b_g2"), (2, "two-lock")),
 }
 
 
@@ -2058,6 +2105,8 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
             workers, mode = engine
             if where == "host":
                 _keys_in_host(st, monkeypatch)
+            elif isinstance(where, tuple):
+                _keys_split(monkeypatch, where)
             with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=workers,
                              lock_mode=mode, stages=lambda i: st, threads=1) as eng:
                 key = eng.load(pk, progress=False)
@@ -2068,7 +2117,8 @@ def test_stream_order_reordered(fake, monkeypatch, case, seed):
             ctx = st.context(budget=budget)
             if isinstance(where, tuple):
                 key = StreamedKey(pk, st.device, st.pool, budget, opts["stream_chunk"], 3,
-                                  resident=where, h_head=opts.get("split_side", False))
+                                  resident=where, h_head=opts.get("split_side", False),
+                                  h_buffers=opts.get("h_buffers", 4))
             else:
                 key = st.load_key(pk, budget=budget, where=where)
             try:

@@ -872,3 +872,52 @@ def test_pool_deps_option_sets_the_shared_pool(fake, monkeypatch, default):
     assert b.pool is a.pool and b.pool.internal_dependencies is (not default)
     CudaStages(threads=1, pool_deps=default)
     assert a.pool.internal_dependencies is default
+
+
+@pytest.mark.parametrize("h_buffers", [4, 3, 2])
+@pytest.mark.parametrize("resident", [("h",), ("h", "l", "b_g1", "b_g2"), ("l",)])
+def test_partly_resident_key_keeping_h_takes_the_early_path(fake, monkeypatch, circuit, resident,
+                                                            h_buffers):
+    """A partly resident key (``StreamedKey(resident=...)``, as "auto" places a 2^27 key on an
+    80 GB card) that keeps H takes the early path: the H NTT and the H MSM are enqueued before
+    prep_msm and nothing else is; the streamed queries' chunks go through the slots after it (the
+    slot lock given back); H in 4, 3 or 2 buffers.  A key that streams H proves on the normal
+    path.  The CPU's bytes, twice on one context; only the key stays reserved."""
+    from cuzk._budget import Budget
+    from cuzk._stages._cuda import CudaStages, StreamedKey
+    _install_stages(fake, monkeypatch)
+    pk, asg = circuit
+    st = CudaStages(threads=2, b_g2="gpu", stream_chunk=32 * 96)
+    budget = Budget(None, "big")
+    ctx = st.context(budget=budget)
+    key = StreamedKey(pk, st.device, st.pool, budget, 32 * 96, 3, resident=resident,
+                      h_buffers=h_buffers)
+    assert len(key.chunks("a")) > 1                # a streams in chunks here
+    seen = []
+    real = st.prep_msm
+
+    def spy(*a, **kw):
+        seen.append([name for name, *_ in fake.launches])
+        return real(*a, **kw)
+    monkeypatch.setattr(st, "prep_msm", spy)
+    early = "h" in resident
+    try:
+        for i in range(2):
+            del fake.launches[:]
+            del seen[:]
+            proof, t = st.prove_one(key, asg, ctx, 5 + i, 6)
+            assert proof == cpu_proof(pk, asg, 5 + i, 6)
+            assert ("overlap" in t) == early and not key._slot_lock.locked()
+            assert budget.used == key.nbytes
+            assert t["gpu:key_upload"] >= 0 and t["gpu:region"] >= 0
+            if early:
+                before = seen[0]
+                assert any(n.startswith("cuzk_ntt") for n in before)
+                assert before.count("cuzk_msm_windows_g1") == 1           # H's MSM, whole
+                assert not any("batch" in n for n in before)
+                later = [name for name, *_ in fake.launches][len(before):]
+                assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
+    finally:
+        key.release()
+        ctx.close()
+    assert budget.used == 0

@@ -19,7 +19,8 @@ Data flow of one partition (DESIGN §3):
 * ``finish`` (host, after the lock): Horner/partial sums on the CPU, B_G2 on the CPU when
   ``b_g2="cpu"``, the epilogue, verification, release.
 
-``cuzk.prove`` (``prove_one``, one worker, no lock) with a resident key takes an early path
+``cuzk.prove`` (``prove_one``, one worker, no lock) with a key whose H bases are on the device whole
+(a resident key, or a partly resident one that keeps H: ``_h_whole``) takes an early path
 instead: a, b, c are uploaded and the row check, H NTT and H MSM enqueued before prep_msm, which
 then runs on the CPU while the GPU computes H; its output is uploaded and the batch additions
 and tail MSMs enqueued after.  The same kernels and result views in the same order: the same
@@ -614,15 +615,18 @@ class _Bases:
         if self.streamed:
             # the units that go through the slots (a partly resident key reads the others in place)
             self.order = order = [u for u in order if u[0] not in self.key.resident]
+            self.ready = {}
+            # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
+            # for one (``times``)
+            self.uploads, self.waits, self.waited = [], [], set()
+            if not order:       # every unit resident (the early path's H): no slot taken
+                self.slots, self.free = [], None
+                return
             self.slots, self.free = self.key.take_slots()
             # per slot: whether its last upload has no reader enqueued yet (then a successor's
             # refill also waits for that upload: ``close``), and that upload's event
             self.unread = [False] * len(self.slots)
             self.last_up = [None] * len(self.slots)
-            self.ready = {}
-            # timing events: (start, end) of each chunk's upload, and of each compute-stream wait
-            # for one (``times``)
-            self.uploads, self.waits, self.waited = [], [], set()
             try:
                 for i in range(min(len(self.slots), len(order))):
                     self._upload(i)
@@ -914,9 +918,12 @@ class CudaStages(CpuStages):
         Window width of the H MSM, resident or streamed (None: ``h_msm_window``'s choice for uniform
         scalars, or the one ``precompute="auto"`` picks with its copies).
     early_h : bool
-        With a resident key, start the row check, H NTT and H MSM before prep_msm, so that they
-        overlap it (the module docstring): ``prove_one`` (``cuzk.prove``) always, the engine for
-        a partition that finds its device idle (``_interlock.EARLY_PLANS``).  False: prepare /
+        With H's bases on the device (a resident key, or a partly resident one that keeps H),
+        start the row check, H NTT and H MSM before prep_msm, so that they overlap it (the module
+        docstring; a split 2^27 key on an H100: 14.26 -> 14.02 s per 10 partitions, the first
+        partition's prep_msm off the ramp, bench/RESULTS.md session 47): ``prove_one``
+        (``cuzk.prove``) always, the engine for a partition that finds its device idle
+        (``_interlock.EARLY_PLANS``).  False: prepare /
         run / finish one after another (an attribute: a benchmark may set it per run to compare
         the two; the stage option ``early_h=0``).
     abc_scratch : bool
@@ -1283,14 +1290,9 @@ class CudaStages(CpuStages):
         L, A or B chunk (little work per byte) runs under an H chunk's MSM (much work per byte):
         the upload stream and the kernels stay busy together."""
         from .. import _cuda_batch, _cuda_msm
-        dev, nh = self.device, n - 1
-        spans, heads, rest = {}, [], []
-        for j, (lo, hi) in enumerate(key.chunks("h")):
-            m = min(hi, nh) - lo
-            if m > 0:
-                name = f"h@{j}"
-                spans[name] = (lo, lo)
-                heads.append([(name, "msm", self._h_chunk_plan(key, m, hi - lo))])
+        dev = self.device
+        hplans, spans = self._h_chunk_plans(key, n)
+        heads, rest = [[p] for p in hplans], []
         kind = None if self.ones_kind == "auto" else self.ones_kind
         for name, q, group in self._groups():
             ones, tail, idx = prep[q + "_ones"], prep[q + "_tail_scalars"], prep[q + "_tail_idx"]
@@ -1321,6 +1323,18 @@ class CudaStages(CpuStages):
                        + [(i * len(heads), 1, u) for i, u in enumerate(rest)], key=lambda t: t[:2])
         return [p for _, _, u in order for p in u], spans
 
+    def _h_chunk_plans(self, key, n):
+        """A streamed key's H plans, one per chunk of its H bases with scalars (named "h@j"), and
+        their spans {name: (first point, first scalar)} (``_streamed_plans``)."""
+        plans, spans = [], {}
+        for j, (lo, hi) in enumerate(key.chunks("h")):
+            m = min(hi, n - 1) - lo
+            if m > 0:
+                name = f"h@{j}"
+                spans[name] = (lo, lo)
+                plans.append((name, "msm", self._h_chunk_plan(key, m, hi - lo)))
+        return plans, spans
+
     def _h_chunk_plan(self, key, m, npoints):
         """The MSM plan of a streamed key's H chunk: m scalars over its ``npoints`` bases, in the
         key's H window (``h_window``)."""
@@ -1331,16 +1345,23 @@ class CudaStages(CpuStages):
     def _result_words_bound(self, key, n):
         """The most pinned result words (uint64) a partition of ``key`` at domain n can need, known
         before prep_msm: H's plan, and per GPU query its batch addition's (either kernel) plus the
-        largest tail plan's of any tail size (``tail_rows_bound``)."""
+        largest tail plan's of any tail size (``tail_rows_bound``); for a streamed key, per chunk
+        of its bases."""
         from .. import _cuda_batch
-        words = self._h_plan(key, n).host_rows * XYZZ_WORDS["g1"]
+        streamed = key.where == "host"      # per chunk of its bases (``_streamed_plans``)
+        if streamed:
+            hplans = self._h_chunk_plans(key, n)[0]
+        else:
+            hplans = [("h", "msm", self._h_plan(key, n))]
+        words = sum(p.host_rows for _, _, p in hplans) * XYZZ_WORDS["g1"]
         for name, _, group in self._groups():
             npts = getattr(key.pk, QUERIES[name][0]).shape[0]
-            if npts:
-                rows = (max(_cuda_batch.batch_add_plan(npts, group, self.device, kind=k).host_rows
-                            for k in _cuda_batch.KINDS)
-                        + tail_rows_bound(npts, group, self.device))
-                words += rows * XYZZ_WORDS[group]
+            for lo, hi in (key.chunks(name) if streamed else [(0, npts)]):
+                if hi > lo:
+                    rows = (max(_cuda_batch.batch_add_plan(hi - lo, group, self.device, kind=k).host_rows
+                                for k in _cuda_batch.KINDS)
+                            + tail_rows_bound(hi - lo, group, self.device))
+                    words += rows * XYZZ_WORDS[group]
         return words
 
     # ---- the four calls -----------------------------------------------------------------
@@ -1445,10 +1466,15 @@ class CudaStages(CpuStages):
         """The early path's first upload (before prep_msm): a, b (c's buffer allocated: H's
         scratch), H's output, the H MSM's scratch; the result slab sized for any plans prep_msm
         can lead to.  Once a is uploaded, the part of H that needs a alone is enqueued
-        (``_enqueue_h_first``), so it runs while b uploads."""
-        n = self._begin(part)
-        part.plans = [("h", "msm", self._h_plan(part.key, n))]
-        self._slab(part, self._result_words_bound(part.key, n))
+        (``_enqueue_h_first``), so it runs while b uploads.  A partly resident key that keeps H
+        (``_h_whole``): its one H chunk's plan ("h@0"), H in the key's ``h_buffers``."""
+        n, key = self._begin(part), part.key
+        part.hbuf = key.h_buffers
+        if key.where == "host":
+            part.plans, part.spans = self._h_chunk_plans(key, n)
+        else:
+            part.plans = [("h", "msm", self._h_plan(key, n))]
+        self._slab(part, self._result_words_bound(key, n))
         self._stage(part, self._abc_uploads(part), outputs=True, block=wait,
                     after={"a": lambda ev: self._enqueue_h_first(part, ev)})
 
@@ -1456,9 +1482,21 @@ class CudaStages(CpuStages):
         """The early path's second upload (after prep_msm): bitmaps, tail scalars and indices;
         the reductions' scratch beyond the H MSM's.  Its reservation never waits (BudgetError when
         the bytes do not fit now): the partition already holds its first one, and threads that
-        each held one while waiting for a second could wait for each other forever."""
-        part.plans = part.plans[:1] + self._query_plans(part.key, part.prep)
-        self._stage(part, self._prep_uploads(part.prep), outputs=False, block=False)
+        each held one while waiting for a second could wait for each other forever.  A partly
+        resident key: the plans and spans of its chunks (``_streamed_plans``, whose first is the
+        H plan already enqueued), the tail indices chunk-relative for its streamed queries."""
+        key = part.key
+        if key.where == "host":
+            plans, part.spans = self._streamed_plans(key, part.prep, part.n)
+            if plans[0][0] != part.plans[0][0]:
+                raise RuntimeError(f"internal: the early path enqueued {part.plans[0][0]} first, "
+                                   f"the streamed plans start with {plans[0][0]}")
+            part.plans = part.plans[:1] + plans[1:]
+            uploads = self._prep_uploads(part.prep, key.chunk_points, key.resident)
+        else:
+            part.plans = part.plans[:1] + self._query_plans(key, part.prep)
+            uploads = self._prep_uploads(part.prep)
+        self._stage(part, uploads, outputs=False, block=False)
 
     @staticmethod
     def _begin(part):
@@ -1806,8 +1844,9 @@ class CudaStages(CpuStages):
 
     def early_ready(self, key):
         """Whether partitions of ``key`` can take the early path (``early_head``/``early_rest``):
-        ``early_h`` and a resident key."""
-        return self.early_h and key.where == "device"
+        ``early_h`` and H's bases on the device whole (``_h_whole``: a resident key, or a partly
+        resident one that keeps H)."""
+        return self.early_h and _h_whole(key)
 
     def early_head(self, key, asg, ctx, r=None, s=None, check=True, wait=True):
         """The early path's first half; returns the partition.  validate → reserve + upload a,
@@ -1826,7 +1865,8 @@ class CudaStages(CpuStages):
             part.lap("upload", self._stage_in_abc, part, wait)
             part.timings["upload:abc"] = part.timings["upload"]
             part.t_region = time.perf_counter()
-            part.bases = _Bases(part, ["h"])       # a resident key: every query's bases stay put
+            # H's bases are on the device whole: no streamed key's slot is taken for them
+            part.bases = _Bases(part, [_unit_of(part.plans[0][0])])
             self._enqueue_head(part, part.bases)
             part.prep = part.lap("prep_msm", self.prep_msm, asg, ctx.threads)
             part.lap("upload", self._stage_in_prep, part)
@@ -1838,10 +1878,19 @@ class CudaStages(CpuStages):
     def early_rest(self, part, verify=True):
         """The early path's second half: enqueue the batch additions and tail MSMs (after the
         second upload), the row check and (``verify``) the self-check's host preparation beside
-        the kernels; returns the region's last event (as ``run``)."""
+        the kernels; returns the region's last event (as ``run``).  A partly resident key's
+        streamed chunks go through its slots (``_Bases``, taken here, given back once enqueued)."""
         try:
             part.verify = bool(verify)
-            done = self._enqueue_rest(part, part.bases, wait=True)
+            if part.key.where == "host":
+                units = [_unit_of(name) for name, _, _ in part.plans]
+                part.bases = _Bases(part, list(dict.fromkeys(units)))
+                try:
+                    done = self._enqueue_rest(part, part.bases, wait=True)
+                finally:
+                    part.bases.close()
+            else:
+                done = self._enqueue_rest(part, part.bases, wait=True)
             self._check_rows(part)
             if verify:
                 self._prepare_verify(part)
@@ -1851,13 +1900,13 @@ class CudaStages(CpuStages):
         return done
 
     def prove_one(self, key, asg, ctx, r=None, s=None, check=True, verify=True):
-        """One partition with no lock (``cuzk.prove``).  With ``early_h`` and a resident key the
-        H kernels start before prep_msm (``early_head``, ``early_rest``), then synchronize →
+        """One partition with no lock (``cuzk.prove``).  With ``early_h`` and H's bases on the
+        device whole (``early_ready``) the H kernels start before prep_msm (``early_head``, ``early_rest``), then synchronize →
         ``finish``.  Same bytes as prepare/run/finish; ``timings["overlap"] = "early"``,
         ``timings["region"]`` the host wall time from the first kernel enqueued to the
         synchronize (it spans prep_msm and the second upload), ``gpu:prep_wait`` the GPU's wait
         for them.  When the second reservation does not fit (other threads' partitions) the
-        partition is proved on the normal path.  Otherwise (a streamed key, ``early_h=False``)
+        partition is proved on the normal path.  Otherwise (a streamed H, ``early_h=False``)
         ``Stages.prove_one``."""
         if not self.early_ready(key):
             return super().prove_one(key, asg, ctx, r, s, check, verify)
@@ -2161,12 +2210,18 @@ def _abc_room(n, h_buffers=4):
     return (_abc_elems(h_buffers) - (h_buffers < 4)) * n * _FR
 
 
+def _h_whole(key):
+    """Whether ``key``'s H bases are on the device whole: a resident key, or a partly resident one
+    that keeps H (its one H chunk, "h@0", is then its partitions' first plan: ``_streamed_plans``)."""
+    return key.where == "device" or "h" in key.resident
+
+
 def _heads(part):
     """How many of ``part.plans`` ``_enqueue_head`` runs after the H NTT: the H MSM (plan 0) when
-    the key's H MSM is one plan run first (``key.h_head``: a resident key, or a partly resident
-    one that keeps H under ``split_side``), else none (H's chunks are interleaved with the
-    others', ``_streamed_plans``)."""
-    return 1 if part.key.h_head else 0
+    H's bases are on the device whole (``_h_whole``; the plans that follow it run after it, on
+    the compute stream or, under ``key.h_head``, the side stream), else none (H's chunks are
+    interleaved with the others', ``_streamed_plans``)."""
+    return 1 if _h_whole(part.key) else 0
 
 
 def _prep_query(q):
