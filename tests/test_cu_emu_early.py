@@ -341,18 +341,24 @@ def _fail_tail_enqueue(st, monkeypatch, fake):
     monkeypatch.setattr(_cuda_msm, "enqueue_msm", enqueue)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["resident", "split"])
 @pytest.mark.parametrize("inject", [_fail_prep, _fail_second_upload, _fail_tail_enqueue],
                          ids=["prep_msm", "second_upload", "tail_enqueue"])
-def test_early_path_failure_releases_everything(fake, monkeypatch, circuit, inject):
+def test_early_path_failure_releases_everything(fake, monkeypatch, circuit, inject, split):
     """An error at each step after the H kernels are enqueued leaves nothing of the partition
     reserved and no pool buffer live (the key's aside), and the next partition on the same
-    context and key proves."""
-    from cuzk._stages._cuda import CudaStages
+    context and key proves; with a partly resident key that keeps H (``split``: A streamed in
+    chunks), its slots are given back too (the tail's failure comes once they are taken)."""
+    from cuzk._stages._cuda import CudaStages, StreamedKey
     _install_stages(fake, monkeypatch)
     pk, asg = circuit
     st = CudaStages(threads=2, b_g2="gpu")
     ctx = st.context()
-    key = st.load_key(pk)
+    if split:
+        key = StreamedKey(pk, st.device, st.pool, ctx.budget, 32 * 96, 3,
+                          resident=("h", "l", "b_g1", "b_g2"))
+    else:
+        key = st.load_key(pk)
     try:
         with_key = pool_buffers(fake)
         with monkeypatch.context() as m:
@@ -361,6 +367,7 @@ def test_early_path_failure_releases_everything(fake, monkeypatch, circuit, inje
                 st.prove_one(key, asg, ctx, 3, 4)
         assert ctx.budget.used == key.nbytes
         assert pool_buffers(fake) == with_key
+        assert not (split and key._slot_lock.locked())
         proof, t = st.prove_one(key, asg, ctx, 3, 4)
         assert t["overlap"] == "early" and ctx.budget.used == key.nbytes
     finally:
