@@ -219,6 +219,28 @@ def test_tails_take_the_sampled_balance(fake, monkeypatch, circuit, skewed):
     assert all(bal == want[g] for g, bal in plans), plans
 
 
+def spy_launches_at_prep(st, monkeypatch, fake):
+    """A list that gets, at each prep_msm call, the names of the kernels launched so far."""
+    seen = []
+    real = st.prep_msm
+
+    def spy(*a, **kw):
+        seen.append([name for name, *_ in fake.launches])
+        return real(*a, **kw)
+    monkeypatch.setattr(st, "prep_msm", spy)
+    return seen
+
+
+def assert_h_before_prep(before, fake):
+    """``before`` (the launches when prep_msm ran) holds the H NTT and the H MSM (one windows
+    kernel) and no batch addition; the launches after it, the batch additions and B_G2's MSM."""
+    assert any(n.startswith("cuzk_ntt") for n in before)
+    assert before.count("cuzk_msm_windows_g1") == 1         # the H MSM's last kernel, H whole
+    assert not any("batch" in n for n in before)
+    later = [name for name, *_ in fake.launches][len(before):]
+    assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
+
+
 def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
     """prep_msm runs after the H NTT and the H MSM are enqueued and before any batch addition or
     tail MSM is (the emulator runs each launch when it is enqueued); the row check a∘b = c runs
@@ -229,13 +251,7 @@ def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
     st = CudaStages(threads=2, b_g2="gpu")
     ctx = st.context()
     key = st.load_key(pk)
-    seen = []
-    real = st.prep_msm
-
-    def spy(*a, **kw):
-        seen.append([name for name, *_ in fake.launches])
-        return real(*a, **kw)
-    monkeypatch.setattr(st, "prep_msm", spy)
+    seen = spy_launches_at_prep(st, monkeypatch, fake)
     try:
         del fake.launches[:]
         proof, t = st.prove_one(key, asg, ctx, 7, 8)
@@ -244,13 +260,8 @@ def test_early_path_enqueues_h_before_prep(fake, monkeypatch, circuit):
         ctx.close()
     assert proof == cpu_proof(pk, asg, 7, 8)
     assert len(seen) == 1
-    early = seen[0]
     assert t["row_check"] >= 0
-    assert any(n.startswith("cuzk_ntt") for n in early)
-    assert "cuzk_msm_windows_g1" in early          # the H MSM's last kernel
-    assert early.count("cuzk_msm_windows_g1") == 1 and not any("batch" in n for n in early)
-    later = [name for name, *_ in fake.launches][len(early):]
-    assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
+    assert_h_before_prep(seen[0], fake)
 
 
 def test_early_path_starts_h_before_b_is_uploaded(fake, monkeypatch, circuit):
@@ -900,13 +911,7 @@ def test_partly_resident_key_keeping_h_takes_the_early_path(fake, monkeypatch, c
     key = StreamedKey(pk, st.device, st.pool, budget, 32 * 96, 3, resident=resident,
                       h_buffers=h_buffers)
     assert len(key.chunks("a")) > 1                # a streams in chunks here
-    seen = []
-    real = st.prep_msm
-
-    def spy(*a, **kw):
-        seen.append([name for name, *_ in fake.launches])
-        return real(*a, **kw)
-    monkeypatch.setattr(st, "prep_msm", spy)
+    seen = spy_launches_at_prep(st, monkeypatch, fake)
     early = "h" in resident
     try:
         for i in range(2):
@@ -918,12 +923,7 @@ def test_partly_resident_key_keeping_h_takes_the_early_path(fake, monkeypatch, c
             assert budget.used == key.nbytes
             assert t["gpu:key_upload"] >= 0 and t["gpu:region"] >= 0
             if early:
-                before = seen[0]
-                assert any(n.startswith("cuzk_ntt") for n in before)
-                assert before.count("cuzk_msm_windows_g1") == 1           # H's MSM, whole
-                assert not any("batch" in n for n in before)
-                later = [name for name, *_ in fake.launches][len(before):]
-                assert any("batch" in n for n in later) and "cuzk_msm_windows_g2" in later
+                assert_h_before_prep(seen[0], fake)
     finally:
         key.release()
         ctx.close()
