@@ -211,6 +211,7 @@ class TestGpu:
         assert _driver.device_count() >= 1
         assert dev.arch == f"sm_{dev.cc[0]}{dev.cc[1]}"
         assert dev.sm_count > 0 and dev.total_mem > 0 and dev.l2_size > 0
+        assert dev.max_threads_per_sm in (1024, 1536, 2048)
         assert dev.max_shared_per_block_optin >= 48 * 1024
         free, total = dev.mem_info()
         assert 0 < free <= total
@@ -370,7 +371,9 @@ class TestGpu:
         f = mod.function("cuzk_selftest_iota3")
         assert mod.function("cuzk_selftest_iota3") is f
         assert f.max_threads_per_block >= 256 and f.num_regs > 0
+        assert f.local_size_bytes >= 0
         assert f.occupancy(256) > 0
+        assert f in mod.functions()
         ptr, size = mod.global_ptr("cuzk_selftest_magic")
         assert size == 4
         out = np.zeros(1, np.uint32)

@@ -28,6 +28,7 @@ cdef class Device(_Closable):
     cdef readonly str arch
     cdef readonly tuple cc
     cdef readonly int sm_count
+    cdef readonly int max_threads_per_sm
     cdef readonly size_t total_mem
     cdef readonly int l2_size
     cdef readonly int max_shared_per_block_optin

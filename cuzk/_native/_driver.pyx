@@ -338,6 +338,7 @@ cdef class Device(_Closable):
             major = _attr(dev, cydriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
             minor = _attr(dev, cydriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
             self.sm_count = _attr(dev, cydriver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            self.max_threads_per_sm = _attr(dev, cydriver.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
             self.l2_size = _attr(dev, cydriver.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
             self.max_shared_per_block_optin = _attr(
                 dev, cydriver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
@@ -1224,6 +1225,10 @@ cdef class Module(_Closable):
         fn.name = name
         return self._functions.setdefault(name, fn)
 
+    def functions(self):
+        """The kernels fetched from this module so far (``function``'s memo), in fetch order."""
+        return list(self._functions.values())
+
     def global_ptr(self, str name not None):
         """(device address, size in bytes) of the ``__device__`` variable ``name``."""
         cdef cydriver.CUdeviceptr p = 0
@@ -1287,6 +1292,12 @@ cdef class Function:
     @property
     def num_regs(self):
         return self._get(cydriver.CU_FUNC_ATTRIBUTE_NUM_REGS)
+
+    @property
+    def local_size_bytes(self):
+        """Local memory per thread (the stack frame and spills): the driver keeps this times the
+        device's resident threads (SMs × threads per SM) reserved once a launch needed it."""
+        return self._get(cydriver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
 
     @property
     def shared_size_bytes(self):
