@@ -7,7 +7,7 @@ driver's local memory (session 47: an engine that starts after another in one pr
 Steps on device 0, the device's free memory (``cuMemGetInfo``) after each: the context alone; a
 GPU keygen of a PoRep-like circuit; an engine (one worker) proving one partition and closed (its
 key released, its pool trimmed); then the context's stack limit set again to its own value
-(``cuCtxSetLimit``), after which the driver sizes its local memory afresh.  Printed: each step's
+(``cuCtxSetLimit``), and set to 1 KiB, after which the driver sizes its local memory afresh.  Printed: each step's
 drop, the kernels launched with their local memory per thread (``local_size_bytes``), and the
 local memory the driver keeps for the largest of them: that size × SMs × resident threads per SM.
 """
@@ -20,8 +20,9 @@ def _free(dev):
     return int(dev.mem_info()[0])
 
 
-def _reset_stack_limit(ordinal):
-    """Set the primary context's stack limit to its own value (cuda.bindings); returns it."""
+def _set_stack_limit(ordinal, nbytes=None):
+    """Set the primary context's stack limit (cuda.bindings) to ``nbytes`` (None: its own value);
+    returns the limit it had."""
     from cuda.bindings import driver as cu
 
     def ok(res):
@@ -34,7 +35,7 @@ def _reset_stack_limit(ordinal):
     try:
         ok(cu.cuCtxSetCurrent(ctx))
         limit = ok(cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE))
-        ok(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE, limit))
+        ok(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_STACK_SIZE, limit if nbytes is None else nbytes))
         ok(cu.cuCtxSynchronize())
     finally:
         ok(cu.cuDevicePrimaryCtxRelease(dev))
@@ -54,13 +55,15 @@ def main(argv=None):
     asg = r1cs.assignment(inputs, aux)
     pk = cuzk.keygen_random(r1cs, seed=1, backend="cuda")
     rows.append(("GPU keygen", _free(dev)))
-    with cuzk.Engine(backend="cuda", workers_per_gpu=1) as eng:
+    with cuzk.Engine(backend="cuda", workers_per_gpu=1, verify=False) as eng:   # no verifier needed
         key = eng.load(pk, progress=False)
         eng.submit(key, [asg]).result()
         eng.evict(key)
     rows.append(("engine closed", _free(dev)))
-    limit = _reset_stack_limit(dev.ordinal)
+    limit = _set_stack_limit(dev.ordinal)
     rows.append((f"stack limit reset ({limit} B)", _free(dev)))
+    _set_stack_limit(dev.ordinal, 1024)
+    rows.append(("stack limit set to 1024 B", _free(dev)))
 
     fns = [fn for mod in list(_kernels._modules.values()) for fn in mod.functions()]
     local = sorted(((fn.local_size_bytes, fn.num_regs, fn.name) for fn in fns), reverse=True)
@@ -76,8 +79,9 @@ def main(argv=None):
     print(f"{'step':<34} {'free GB':>10} {'drop GB':>9}")
     for (name, f), (_, before) in zip(rows, [rows[0]] + rows[:-1]):
         print(f"{name:<34} {f / 1e9:>10.3f} {(before - f) / 1e9:>9.3f}")
-    print(f"kept after the engine closed: {(rows[0][1] - rows[2][1]) / 1e9:.3f} GB; "
-          f"given back by the stack-limit reset: {(rows[3][1] - rows[2][1]) / 1e9:.3f} GB")
+    print(f"kept after the engine closed: {(rows[0][1] - rows[2][1]) / 1e9:.3f} GB; given back by "
+          f"the stack-limit reset: {(rows[3][1] - rows[2][1]) / 1e9:.3f} GB, by the limit at 1024 B: "
+          f"{(rows[4][1] - rows[2][1]) / 1e9:.3f} GB")
 
 
 if __name__ == "__main__":
