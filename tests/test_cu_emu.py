@@ -563,6 +563,8 @@ def _install_stages(fake, monkeypatch):
     import cuzk._stages._cuda as sc
     monkeypatch.setattr(cs, "_pools", {})
     monkeypatch.setattr(sc, "_budgets", {})
+    monkeypatch.setattr(sc, "_context_bytes", {})
+    monkeypatch.setattr(sc, "_local_holds", {})
 
 
 @pytest.mark.parametrize("b_g2,precompute", [("gpu", 1), ("cpu", 1), ("gpu", 3)])
@@ -1737,6 +1739,48 @@ def test_engine_split_key_early_partition(fake, monkeypatch, resident):
     assert (metrics["early_partitions"], metrics["early_fallbacks"]) == (int(early), 0)
     assert [r.partition for r in stages if r.name == "early_rest"] == ([0] if early else [])
     assert len([r for r in stages if r.name == "run"]) == (3 if early else 4)
+
+
+@pytest.mark.parametrize("used_gib,frame,held_gib", [(0.5, 1024 + 320 * 1024, 1.0), (0.5, 4096, 0),
+                                                     (1.5, 1024 + 320 * 1024, 2.0)])
+def test_driver_local_memory_held_out_of_the_budget(fake, monkeypatch, used_gib, frame, held_gib):
+    """Loading a key holds out of the device's own budget what the driver's local memory for the
+    proving kernels' largest frame ((frame − 1 KiB) × SMs × threads per SM: here 2.5 GiB for a
+    321 KiB frame on the emulator's 4 SMs × 2 048 threads) takes beyond the part of the 2 GiB
+    margin the context left (the device's used bytes when the budget was made): a lasting
+    reservation, made once per device, kept after the key's release and the engine's close, and
+    none for a budget that is not the device's own; the proofs are the CPU's."""
+    import cuzk
+    import cuzk._stages._cuda as sc
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    from cuzk._stages._cuda import CudaStages, device_budget
+    _install_stages(fake, monkeypatch)
+    gib = 1 << 30
+    monkeypatch.setattr(fake, "local_frame", frame)      # the fake is shared by the module's tests
+    st = CudaStages(threads=1, b_g2="gpu")
+    total = st.device.total_mem
+    monkeypatch.setattr(type(st.device), "mem_info", lambda self: (total - int(used_gib * gib), total))
+    budget = device_budget(st.device)
+    lmem = (frame - 1024) * 4 * 2048
+    assert sc.local_memory_bytes(st.device) == lmem
+    want = max(0, int(used_gib * gib) + lmem - (2 << 30))
+    assert abs(want - held_gib * gib) < 2 ** 20
+    r1cs, inputs, aux = porep_like(6, 8)
+    pk = keygen_random(r1cs, seed=8)
+    asg = r1cs.assignment(inputs, aux)
+    own = Budget(1 << 33, "the caller's share")
+    assert sc.hold_local_memory(st.device, own) == 0 and own.used == 0
+    for _ in range(2):              # once per device: a second engine holds nothing more
+        with cuzk.Engine(backend="cpu", devices=1, workers_per_gpu=1, stages=lambda i: st,
+                         threads=1) as eng:
+            key = eng.load(pk, progress=False)
+            assert budget.used == want + eng.status()["keys"][0]["nbytes"][0]
+            out = eng.submit(key, [asg], randomizers=[(3, 4)]).result(600)
+        assert out == prove(pk, asg, 3, 4, backend="cpu")
+        assert budget.used == want and budget.lasting == want
 
 
 @pytest.mark.parametrize("free_gib,untracked_gib", [(4, 10), (15, 0)])

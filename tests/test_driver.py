@@ -374,6 +374,7 @@ class TestGpu:
         assert f.local_size_bytes >= 0
         assert f.occupancy(256) > 0
         assert f in mod.functions()
+        assert mod.max_local_size_bytes() >= f.local_size_bytes
         ptr, size = mod.global_ptr("cuzk_selftest_magic")
         assert size == 4
         out = np.zeros(1, np.uint32)

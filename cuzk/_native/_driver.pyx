@@ -1229,6 +1229,35 @@ cdef class Module(_Closable):
         """The kernels fetched from this module so far (``function``'s memo), in fetch order."""
         return list(self._functions.values())
 
+    def max_local_size_bytes(self):
+        """The largest local memory per thread (stack frame and spills) of any kernel in the
+        module (cuModuleEnumerateFunctions): what the driver's local memory grows to, per resident
+        thread, once that kernel launches (it is not shrunk)."""
+        cdef unsigned int count = 0, i
+        cdef cydriver.CUfunction* fs
+        cdef int v, best = 0
+        self._module_checked()
+        with nogil:
+            set_context(self._ctx)
+            check(cydriver.cuModuleGetFunctionCount(&count, self._m), "cuModuleGetFunctionCount")
+        if count == 0:
+            return 0
+        fs = <cydriver.CUfunction*>malloc(count * sizeof(cydriver.CUfunction))
+        if fs == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                check(cydriver.cuModuleEnumerateFunctions(fs, count, self._m), "cuModuleEnumerateFunctions")
+                for i in range(count):
+                    v = 0
+                    check(cydriver.cuFuncGetAttribute(&v, cydriver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fs[i]),
+                          "cuFuncGetAttribute")
+                    if v > best:
+                        best = v
+        finally:
+            free(fs)
+        return best
+
     def global_ptr(self, str name not None):
         """(device address, size in bytes) of the ``__device__`` variable ``name``."""
         cdef cydriver.CUdeviceptr p = 0

@@ -99,16 +99,71 @@ def _driver():
 
 _budgets = {}
 _budgets_lock = threading.Lock()
+# Per device budget (its memo key): the device bytes taken when it was made (the context, before
+# cuzk's allocations: what of the margin is already spent), and the driver's local memory held
+# out of it so far (``hold_local_memory``: its reservations, their bytes, whether it warned).
+_context_bytes = {}
+_local_holds = {}
+_local_lock = threading.Lock()      # a leaf: only the budget's own lock is taken under it
+# The driver's default stack (local memory) per thread of a context, which the context's own
+# bytes already hold for every resident thread; the programs whose kernels a proof launches.
+_LOCAL_DEFAULT = 1024
+_PROVING_PROGRAMS = ("ntt", "msm", "batch_add")
 
 
 def device_budget(device, total=None):
     """The process-wide ``Budget`` of a CUDA device (made on first use: ``total`` bytes, default
-    the device's memory less a 2 GiB margin)."""
+    the device's memory less a 2 GiB margin; the device's used bytes then noted for
+    ``hold_local_memory``)."""
     from .._budget import Budget
     from .._cuda_state import memo
     size = max(0, int(device.total_mem) - _BUDGET_MARGIN) if total is None else total
-    return memo(_budgets, _budgets_lock, (device.ordinal, device.context),
-                lambda: Budget(size, f"cuda:{device.ordinal}"))
+    key = (device.ordinal, device.context)
+
+    def make():
+        _context_bytes[key] = max(0, int(device.total_mem) - int(device.mem_info()[0]))
+        return Budget(size, f"cuda:{device.ordinal}")
+    return memo(_budgets, _budgets_lock, key, make)
+
+
+def local_memory_bytes(device):
+    """The driver's local memory beyond its default that cuzk's proving kernels make it keep:
+    (the largest per-thread frame of any of their kernels − the default stack) × SMs × resident
+    threads per SM.  The driver grows its local memory to the frame of the largest kernel
+    launched and never shrinks it: at 2^27 the G2 affine level 0 (9 664 B per thread) keeps
+    2.33 GB on an H100 (bench/RESULTS.md session 47).  Loads the proving programs' modules."""
+    from .. import _kernels
+    frame = max(_kernels.get_module(device, p).max_local_size_bytes() for p in _PROVING_PROGRAMS)
+    return max(0, frame - _LOCAL_DEFAULT) * int(device.sm_count) * int(device.max_threads_per_sm)
+
+
+def hold_local_memory(device, budget):
+    """Hold out of the device's own ``budget`` (``device_budget``; any other budget is the
+    caller's share of the card) what the driver's local memory (``local_memory_bytes``) takes
+    beyond the part of the 2 GiB margin the context left: a lasting reservation for the process's
+    life (the driver never gives it back), grown, never released; made before a key is placed,
+    so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
+    failure (a driver without cuModuleEnumerateFunctions) or a budget already too full, logs once
+    and holds what it held."""
+    key = (device.ordinal, device.context)
+    if _budgets.get(key) is not budget:
+        return 0
+    with _local_lock:
+        hold = _local_holds.setdefault(key, {"reservations": [], "bytes": 0, "warned": False})
+        try:
+            need = max(0, _context_bytes.get(key, 0) + local_memory_bytes(device) - _BUDGET_MARGIN)
+            if need > hold["bytes"]:
+                hold["reservations"].append(budget.reserve(
+                    need - hold["bytes"], "driver local memory", block=False, lasting=True))
+                hold["bytes"] = need
+                log.info("%s: %.2f GB of the driver's local memory held out of the budget",
+                         budget.name, need / 1e9)
+        except Exception as e:      # accounting only: the device works without it
+            if not hold["warned"]:
+                hold["warned"] = True
+                log.warning("%s: the driver's local memory was not held out of the budget (%s): "
+                            "partitions may be admitted into it", budget.name, e)
+        return hold["bytes"]
 
 
 # Host arrays page-locked in place (``_HostPin``), by (address, bytes): a streamed key's
@@ -1115,6 +1170,7 @@ class CudaStages(CpuStages):
         15.59 (steady 15.12 against 15.48): splitting ties the resident key there and is what
         lets two partitions in where the key and one partition only just fit."""
         budget = budget if budget is not None else device_budget(self.device)
+        hold_local_memory(self.device, budget)
         where = self.key_where if where is None else key_where_arg(where)
         pre = 1 if self.precompute == "auto" and not lasting else self.precompute
         lg = pk.domain_size.bit_length() - 1

@@ -211,6 +211,7 @@ class FakeDriver:
     def __init__(self, lib_path, workers=0, devices=1):
         self.emu = KernelEmulator(lib_path, workers)
         self.devices = int(devices)  # emulated devices (a test may raise it: monkeypatch)
+        self.local_frame = 0         # every module's largest kernel frame (Module.max_local_size_bytes)
         self.registered = {}        # id -> (lo, hi): host ranges page-locked by register_host
         self.launches = []          # (kernel name, grid, block, shmem, args) of every launch
         self.launch_streams = []    # the stream of each launch, in launch order
@@ -352,6 +353,9 @@ class FakeDriver:
             def trim(self, keep_bytes=0):
                 pass
 
+            # the driver's pool counters (the emulator keeps no pool: host memory serves)
+            used_bytes = reserved_bytes = 0
+
             def close(self):
                 pass
 
@@ -368,6 +372,7 @@ class FakeDriver:
                 self.arch = "sm_90"
                 self.cc = (9, 0)
                 self.sm_count = 4
+                self.max_threads_per_sm = 2048
                 self.total_mem = 1 << 34
                 self.l2_size = 1 << 20
                 self.max_shared_per_block_optin = _SMEM_OPTIN
@@ -515,6 +520,11 @@ class FakeDriver:
             def __init__(self, device=None):
                 self.device = device
                 self.closed = False
+
+            def max_local_size_bytes(self):
+                """The largest kernel frame: ``FakeDriver.local_frame`` (0: none, as the
+                emulator's kernels have none; a test sets it)."""
+                return drv.local_frame
 
             def function(self, name):
                 if not drv.emu.has_kernel(name):
