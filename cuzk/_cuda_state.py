@@ -55,6 +55,14 @@ def device_pool(driver, device):
     return memo(_pools, _pools_lock, (id(driver), device.ordinal, device.context), make)
 
 
+def pools_reserved_bytes(device):
+    """The bytes cuzk's pools of ``device`` hold from the driver (used or kept for reuse)."""
+    with _pools_lock:
+        pools = [p for (_, ordinal, ctx), p in _pools.items()
+                 if ordinal == device.ordinal and ctx == device.context]
+    return sum(int(p.reserved_bytes) for p in pools)
+
+
 class DeviceState:
     """One program's loaded module on one device, its memoized functions, cuzk's memory pool of
     the device (``device_pool``) and streams private to each calling thread."""

@@ -116,12 +116,13 @@ def device_budget(device, total=None):
     the device's memory less a 2 GiB margin; the device's used bytes then noted for
     ``hold_local_memory``)."""
     from .._budget import Budget
-    from .._cuda_state import memo
+    from .._cuda_state import memo, pools_reserved_bytes
     size = max(0, int(device.total_mem) - _BUDGET_MARGIN) if total is None else total
     key = (device.ordinal, device.context)
 
-    def make():
-        _context_bytes[key] = max(0, int(device.total_mem) - int(device.mem_info()[0]))
+    def make():     # what is taken but not by cuzk's pools (a GPU keygen may have filled them)
+        taken = int(device.total_mem) - int(device.mem_info()[0])
+        _context_bytes[key] = max(0, taken - pools_reserved_bytes(device))
         return Budget(size, f"cuda:{device.ordinal}")
     return memo(_budgets, _budgets_lock, key, make)
 
