@@ -101,7 +101,7 @@ _budgets = {}
 _budgets_lock = threading.Lock()
 # Per device budget (its memo key): the device bytes taken when it was made (the context, before
 # cuzk's allocations: what of the margin is already spent), and the driver's local memory held
-# out of it so far (``hold_local_memory``: its reservations, their bytes, whether it warned).
+# out of it so far (``hold_local_memory``: its reservations, whether it warned).
 _context_bytes = {}
 _local_holds = {}
 _local_lock = threading.Lock()      # a leaf: only the budget's own lock is taken under it
@@ -142,21 +142,23 @@ def hold_local_memory(device, budget):
     """Hold out of the device's own ``budget`` (``device_budget``; any other budget is the
     caller's share of the card) what the driver's local memory (``local_memory_bytes``) takes
     beyond the part of the 2 GiB margin the context left: a lasting reservation for the process's
-    life (the driver never gives it back), grown, never released; made before a key is placed,
-    so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
+    life (the driver never gives it back), grown, never released; made before a key is placed
+    and before an engine's ``untracked_bytes`` check (which then does not hold the same bytes
+    again), so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
     failure (a driver without cuModuleEnumerateFunctions) or a budget already too full, logs once
     and holds what it held."""
     key = (device.ordinal, device.context)
     if _budgets.get(key) is not budget:
         return 0
     with _local_lock:
-        hold = _local_holds.setdefault(key, {"reservations": [], "bytes": 0, "warned": False})
+        hold = _local_holds.setdefault(key, {"reservations": [], "warned": False})
+        held = sum(r.nbytes for r in hold["reservations"])
         try:
             need = max(0, _context_bytes.get(key, 0) + local_memory_bytes(device) - _BUDGET_MARGIN)
-            if need > hold["bytes"]:
+            if need > held:
                 hold["reservations"].append(budget.reserve(
-                    need - hold["bytes"], "driver local memory", block=False, lasting=True))
-                hold["bytes"] = need
+                    need - held, "driver local memory", block=False, lasting=True))
+                held = need
                 log.info("%s: %.2f GB of the driver's local memory held out of the budget",
                          budget.name, need / 1e9)
         except Exception as e:      # accounting only: the device works without it
@@ -164,7 +166,7 @@ def hold_local_memory(device, budget):
                 hold["warned"] = True
                 log.warning("%s: the driver's local memory was not held out of the budget (%s): "
                             "partitions may be admitted into it", budget.name, e)
-        return hold["bytes"]
+        return held
 
 
 # Host arrays page-locked in place (``_HostPin``), by (address, bytes): a streamed key's
@@ -1435,6 +1437,7 @@ class CudaStages(CpuStages):
         left behind; 0 where the budget has no total)."""
         if budget is None or budget.free is None:
             return 0
+        hold_local_memory(self.device, budget)     # counted where it belongs, not held twice
         free = int(self.device.mem_info()[0])
         spare = max(0, int(self.pool.reserved_bytes) - int(self.pool.used_bytes))
         return max(0, int(budget.free) - free - spare)
