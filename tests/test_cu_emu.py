@@ -1786,6 +1786,9 @@ def test_driver_local_memory_held_out_of_the_budget(fake, monkeypatch, used_gib,
             out = eng.submit(key, [asg], randomizers=[(3, 4)]).result(600)
         assert out == prove(pk, asg, 3, 4, backend="cpu")
         assert budget.used == want and budget.lasting == want
+        held = [n for what, n in budget.snapshot()["reservations"]
+                if what == "context and driver local memory"]
+        assert held == ([want] if want else [])
 
 
 @pytest.mark.parametrize("free_gib,untracked_gib", [(4, 10), (15, 0)])

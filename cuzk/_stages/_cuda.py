@@ -141,10 +141,11 @@ def local_memory_bytes(device):
 def hold_local_memory(device, budget):
     """Hold out of the device's own ``budget`` (``device_budget``; any other budget is the
     caller's share of the card) what the driver's local memory (``local_memory_bytes``) takes
-    beyond the part of the 2 GiB margin the context left: a lasting reservation for the process's
-    life (the driver never gives it back), grown, never released; made before a key is placed
-    and before an engine's ``untracked_bytes`` check (which then does not hold the same bytes
-    again), so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
+    beyond the part of the 2 GiB margin the context left (the bytes the device had taken when the
+    budget was made: this context's, and any other process's then): a lasting reservation for
+    the process's life (the driver never gives it back), grown, never released; made before a
+    key is placed and before an engine's ``untracked_bytes`` check (which then does not hold the
+    same bytes again), so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
     failure (a driver without cuModuleEnumerateFunctions) or a budget already too full, logs once
     and holds what it held."""
     key = (device.ordinal, device.context)
@@ -154,13 +155,16 @@ def hold_local_memory(device, budget):
         hold = _local_holds.setdefault(key, {"reservations": [], "warned": False})
         held = sum(r.nbytes for r in hold["reservations"])
         try:
-            need = max(0, _context_bytes.get(key, 0) + local_memory_bytes(device) - _BUDGET_MARGIN)
+            taken, local = _context_bytes.get(key, 0), local_memory_bytes(device)
+            need = max(0, taken + local - _BUDGET_MARGIN)
             if need > held:
                 hold["reservations"].append(budget.reserve(
-                    need - held, "driver local memory", block=False, lasting=True))
+                    need - held, "context and driver local memory", block=False, lasting=True))
                 held = need
-                log.info("%s: %.2f GB of the driver's local memory held out of the budget",
-                         budget.name, need / 1e9)
+                log.info("%s: %.2f GB held out of the budget: the driver's local memory %.2f GB and "
+                         "%.2f GB the device had taken when the budget was made (this context; any "
+                         "other process's), less the %.2f GB margin", budget.name, need / 1e9,
+                         local / 1e9, taken / 1e9, _BUDGET_MARGIN / 1e9)
         except Exception as e:      # accounting only: the device works without it
             if not hold["warned"]:
                 hold["warned"] = True
