@@ -453,8 +453,9 @@ for step in "$@"; do
 for r in json.load(open(sys.argv[1]))['results']:
     print(r['stage_options'], round(r['s_per_10_partitions'], 3), r['pools'], r.get('untracked_bytes'),
           {k: round(v, 3) for k, v in r['stage_median_s'].items() if 'put' in k})" "$OUT/poolab.json" ;;
-    g2lanes) # the G2 affine level 0's lanes (CUZK_MSM_AFFINE_LANES, set by NVRTC option; 32 in msm.cuh): its local
-             # frame (session 47: 9 664 B per thread at 32, 2.33 GB the driver keeps on an H100) against its time;
+    g2lanes) # the G2 affine level 0's lanes (CUZK_MSM_AFFINE_LANES, 32 in msm.cuh, set by NVRTC option; the host's
+             # grid follows it): its local frame (session 47: 9 664 B per thread at 32, 2.33 GB the driver keeps on
+             # an H100) against its time;
              # G2 2^24 (the 2^27 partition's B_G2 tail: ~13 M uniform full values) and 2^22, each lane count in turn
         for L in ${G2LANES:-32 16 32 16}; do
             CUZK_NVRTC_OPTIONS="-DCUZK_MSM_AFFINE_LANES=$L" python3 -c "from cuzk._native._driver import Device

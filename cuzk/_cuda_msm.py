@@ -375,17 +375,25 @@ def _grid(items, threads, sm_count, per_sm):
 
 
 _LANES_RE = re.compile(r"^#define CUZK_MSM_AFFINE_LANES (\d+)$", re.M)
-_lanes = []
+_LANES_OPTION_RE = re.compile(r"(?:^|\s)-DCUZK_MSM_AFFINE_LANES=(\d+)(?=\s|$)")
+_lanes = {}
 
 
 def _affine_lanes():
     """Lanes (flat chunks) per thread of the affine level 0: CUZK_MSM_AFFINE_LANES, read from
-    msm/msm.cuh (the one place it is written), cached."""
-    if not _lanes:
-        from ._kernels import cu_root
-        with open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8") as f:
-            _lanes.append(int(_LANES_RE.search(f.read()).group(1)))
-    return _lanes[0]
+    msm/msm.cuh (the one place it is written), cached; or the value ``$CUZK_NVRTC_OPTIONS``
+    defines for the kernels (``-DCUZK_MSM_AFFINE_LANES=16``: measurement, ``gpu_round.sh
+    g2lanes``), so the grid is sized for the lanes the kernel has."""
+    opts = os.environ.get("CUZK_NVRTC_OPTIONS", "")
+    if opts not in _lanes:
+        m = _LANES_OPTION_RE.findall(opts)
+        if m:
+            _lanes[opts] = int(m[-1])       # the compiler takes the last definition
+        else:
+            from ._kernels import cu_root
+            with open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8") as f:
+                _lanes[opts] = int(_LANES_RE.search(f.read()).group(1))
+    return _lanes[opts]
 
 
 _occupancy = {}

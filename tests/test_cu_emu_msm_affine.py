@@ -47,6 +47,21 @@ def test_affine_lanes_read_from_source(gpu_msm):
     assert gpu_msm._affine_lanes() == want >= 1
 
 
+@pytest.mark.parametrize("opts,want", [("-lineinfo -DCUZK_MSM_AFFINE_LANES=16", 16),
+                                       ("-DCUZK_MSM_AFFINE_LANES=8 -DCUZK_MSM_AFFINE_LANES=4", 4),
+                                       ("-DCUZK_MSM_AFFINE_LANES_X=4 -lineinfo", None)])
+def test_affine_lanes_follow_the_kernels_define(gpu_msm, monkeypatch, opts, want):
+    """A lane count defined for the kernels through $CUZK_NVRTC_OPTIONS (a measurement,
+    ``gpu_round.sh g2lanes``) sizes the host's grid too (the last definition, as the compiler
+    takes it); another macro does not."""
+    monkeypatch.delenv("CUZK_NVRTC_OPTIONS", raising=False)
+    source = gpu_msm._affine_lanes()
+    monkeypatch.setenv("CUZK_NVRTC_OPTIONS", opts)
+    assert gpu_msm._affine_lanes() == (source if want is None else want)
+    monkeypatch.delenv("CUZK_NVRTC_OPTIONS")
+    assert gpu_msm._affine_lanes() == source
+
+
 AFFINE_CASES = [(kind, 97, 5, 64) for kind in KINDS] + [
     ("uniform", 1, None, 64), ("uniform", 211, 3, 2), ("uniform", 150, 4, 3), ("bits90", 256, 6, 3),
     ("ones", 150, 4, 5), ("equal", 130, 2, 3), ("real_tail", 211, 9, 4), ("single", 64, 11, 2),
