@@ -145,9 +145,9 @@ def hold_local_memory(device, budget):
     budget was made: this context's, and any other process's then): a lasting reservation for
     the process's life (the driver never gives it back), grown, never released; made before a
     key is placed and before an engine's ``untracked_bytes`` check (which then does not hold the
-    same bytes again), so keys and partitions are admitted without it.  Returns the bytes held.  On a driver
-    failure (a driver without cuModuleEnumerateFunctions) or a budget already too full, logs once
-    and holds what it held."""
+    same bytes again), so keys and partitions are admitted without it.  Returns the bytes held.
+    On a driver failure (a driver without cuModuleEnumerateFunctions) or a budget already too
+    full, logs once and holds what it held."""
     key = (device.ordinal, device.context)
     if _budgets.get(key) is not budget:
         return 0
