@@ -84,7 +84,7 @@
 #   / tests eng27 (ENG27_MODES=two-lock ENG27_W=2 ENG27_OPTS="--stage-options early_h=0;early_h=1": the early path
 #   for a split key, 14.26 -> 14.02 s per 10)
 #   / device_memory_probe.py --log-n 16, 22, 27 (the driver keeps 2.33 GB of local memory at 2^27: G2 affine level 0)
-# Session 48: no machine started (13 requests); prepared: tests poolab (the hold's first GPU run) / g2lanes
+# Session 48: no machine started (19 requests); prepared: tests poolab (the hold's first GPU run) / g2lanes
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
