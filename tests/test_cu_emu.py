@@ -1748,9 +1748,9 @@ def test_driver_local_memory_held_out_of_the_budget(fake, monkeypatch, used_gib,
     proving kernels' largest frame ((frame − 1 KiB) × SMs × threads per SM: here 2.5 GiB for a
     321 KiB frame on the emulator's 4 SMs × 2 048 threads) takes beyond the part of the 2 GiB
     margin the context left (the device's used bytes when the budget was made, less what cuzk's
-    pool held): a lasting
-    reservation, made once per device, kept after the key's release and the engine's close, and
-    none for a budget that is not the device's own; the proofs are the CPU's."""
+    pool held): a lasting reservation, made once per device, kept after the key's release and the
+    engine's close, and none for a budget that is not the device's own; the proofs are the
+    CPU's."""
     import cuzk
     import cuzk._stages._cuda as sc
     from cuzk._budget import Budget

@@ -152,10 +152,12 @@ def hold_local_memory(device, budget):
     if _budgets.get(key) is not budget:
         return 0
     with _local_lock:
-        hold = _local_holds.setdefault(key, {"reservations": [], "warned": False})
+        hold = _local_holds.setdefault(key, {"reservations": [], "warned": False, "local": None})
         held = sum(r.nbytes for r in hold["reservations"])
         try:
-            taken, local = _context_bytes.get(key, 0), local_memory_bytes(device)
+            if hold["local"] is None:   # fixed per device (the modules' frames): counted once
+                hold["local"] = local_memory_bytes(device)
+            taken, local = _context_bytes.get(key, 0), hold["local"]
             need = max(0, taken + local - _BUDGET_MARGIN)
             if need > held:
                 hold["reservations"].append(budget.reserve(
