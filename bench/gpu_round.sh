@@ -85,6 +85,8 @@
 #   for a split key, 14.26 -> 14.02 s per 10)
 #   / device_memory_probe.py --log-n 16, 22, 27 (the driver keeps 2.33 GB of local memory at 2^27: G2 affine level 0)
 # Session 48: no machine started (19 requests); prepared: tests poolab (the hold's first GPU run) / g2lanes
+# Session 49 (H100): tests poolab (the hold: 0.74 GB, untracked 0.90 -> 0.16 GB) / g2lanes (16 G2 lanes: +8.7 % uniform,
+#   +43 % real_tail at 2^24; step removed)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -453,20 +455,6 @@ for step in "$@"; do
 for r in json.load(open(sys.argv[1]))['results']:
     print(r['stage_options'], round(r['s_per_10_partitions'], 3), r['pools'], r.get('untracked_bytes'),
           {k: round(v, 3) for k, v in r['stage_median_s'].items() if 'put' in k})" "$OUT/poolab.json" ;;
-    g2lanes) # the G2 affine level 0's lanes (CUZK_MSM_AFFINE_LANES, 32 in msm.cuh, set by NVRTC option; the host's
-             # grid follows it): its local frame (session 47: 9 664 B per thread at 32, 2.33 GB the driver keeps on
-             # an H100) against its time;
-             # G2 2^24 (the 2^27 partition's B_G2 tail: ~13 M uniform full values) and 2^22, each lane count in turn
-        for L in ${G2LANES:-32 16 32 16}; do
-            CUZK_NVRTC_OPTIONS="-DCUZK_MSM_AFFINE_LANES=$L" python3 -c "from cuzk._native._driver import Device
-from cuzk._stages._cuda import local_memory_bytes
-from cuzk import _kernels
-d = Device.get(0)
-print('lanes $L: msm frame', _kernels.get_module(d, 'msm').max_local_size_bytes(), 'B; driver keeps', local_memory_bytes(d))" 2>&1 | tail -1
-            CUZK_NVRTC_OPTIONS="-DCUZK_MSM_AFFINE_LANES=$L" timeout 200 python3 bench/bench_gpu_msm.py --g1 '' --g2 22,24 \
-                --kinds uniform,real_tail --balance affine --k 1 --runs 5 ${G2LANES_CHECK:---no-check} \
-                --json "$OUT/g2lanes_$L.json" 2>&1 | tee -a "$OUT/g2lanes.log" | grep "^g2 \|rror" | tail -4
-        done ;;
     eng27s) # the engine at 2^27 with its key streamed from host memory (a budget too small for the resident key)
               timeout ${ENG27S_TIMEOUT:-400} python3 -m cuzk bench --log-n 27 --partitions ${ENG27S_P:-10} --workers-per-gpu 2 \
                 --lock-mode two-lock --backend cuda --cache-dir memory --vram-budget ${ENG27S_BUDGET:-40} ${ENG27S_OPTS:-} \

@@ -382,8 +382,8 @@ _lanes = {}
 def _affine_lanes():
     """Lanes (flat chunks) per thread of the affine level 0: CUZK_MSM_AFFINE_LANES, read from
     msm/msm.cuh (the one place it is written), cached; or the value ``$CUZK_NVRTC_OPTIONS``
-    defines for the kernels (``-DCUZK_MSM_AFFINE_LANES=16``: measurement, ``gpu_round.sh
-    g2lanes``), so the grid is sized for the lanes the kernel has."""
+    defines for the kernels (``-DCUZK_MSM_AFFINE_LANES=16``: a measurement, as session 49's
+    G2 lanes A/B in bench/RESULTS.md), so the grid is sized for the lanes the kernel has."""
     opts = os.environ.get("CUZK_NVRTC_OPTIONS", "")
     if opts not in _lanes:
         m = _LANES_OPTION_RE.findall(opts)

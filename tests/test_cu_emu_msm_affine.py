@@ -51,8 +51,8 @@ def test_affine_lanes_read_from_source(gpu_msm):
                                        ("-DCUZK_MSM_AFFINE_LANES=8 -DCUZK_MSM_AFFINE_LANES=4", 4),
                                        ("-DCUZK_MSM_AFFINE_LANES_X=4 -lineinfo", None)])
 def test_affine_lanes_follow_the_kernels_define(gpu_msm, monkeypatch, opts, want):
-    """A lane count defined for the kernels through $CUZK_NVRTC_OPTIONS (a measurement,
-    ``gpu_round.sh g2lanes``) sizes the host's grid too (the last definition, as the compiler
+    """A lane count defined for the kernels through $CUZK_NVRTC_OPTIONS (a measurement:
+    bench/RESULTS.md session 49) sizes the host's grid too (the last definition, as the compiler
     takes it); another macro does not."""
     monkeypatch.delenv("CUZK_NVRTC_OPTIONS", raising=False)
     source = gpu_msm._affine_lanes()

@@ -411,7 +411,9 @@ CUZK_DEVICE void sum_points_flat(xyzz_t* out, const uint64_t* seg, const uint64_
 // blockDim.x·J per step.  A compile-time constant (per-lane state lives in arrays of J);
 // cuzk/_cuda_msm.py reads it from here (_affine_lanes) to size the grid.  32, the most the
 // lane bit masks allow, timed fastest on the H200 (G1 2^24 uniform: 4/8/16/32 lanes 245/193/
-// 165/150 ms; cuzk/_cuda_msm.py has the table).
+// 165/150 ms; cuzk/_cuda_msm.py has the table).  G2 at 16 lanes halves the frame (9 664 → 4 864
+// B per thread; the local memory the driver keeps on an H100 2.34 → 1.04 GB) but lost (H100,
+// bench/RESULTS.md session 49): 2^24 uniform +8.7 %, 2^24 real_tail +43 %.
 #ifndef CUZK_MSM_AFFINE_LANES
 #define CUZK_MSM_AFFINE_LANES 32
 #endif
