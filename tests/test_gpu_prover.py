@@ -359,9 +359,9 @@ def test_cuda_row_check_on_failure(early):
 
 
 _LOCAL_PROBE = r"""
-import json, sys
+import json
 import numpy as np
-from cuzk import _cuda_msm as M
+from cuzk import _cuda_batch as B, _cuda_msm as M
 from cuzk._cuda_state import pools_reserved_bytes
 from cuzk._native import _r1cs
 from cuzk._native._driver import Device
@@ -373,10 +373,13 @@ held = sc.hold_local_memory(dev, budget)
 f0, p0 = dev.mem_info()[0], pools_reserved_bytes(dev)
 k = np.random.default_rng(1).integers(0, 2**64, size=(4096, 4), dtype=np.uint64)
 k[:, 3] &= np.uint64((1 << 60) - 1)
-for g in ("g1", "g2"):                      # every level 0 (their largest frames among them)
+bits = np.full(4096 // 64, 0x5555555555555555, np.uint64)
+for g in ("g1", "g2"):          # every level 0 and batch addition (the largest frames among them)
     pts = _r1cs.fixed_base_mul(g, k, threads=0)
     for b in M.BALANCES:
         (M.msm_g1 if g == "g1" else M.msm_g2)(pts, k, balance=b)
+    for kind in ("xyzz", "affine", "balanced"):
+        B.batch_add(pts, bits, g, kind=kind)
 dev.synchronize()
 drop = (f0 - dev.mem_info()[0]) - (pools_reserved_bytes(dev) - p0)
 key = (dev.ordinal, dev.context)
@@ -390,11 +393,11 @@ print(json.dumps({"local": local, "drop": drop, "held": held, "taken": sc._conte
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
 def test_driver_local_memory_count_matches_the_device():
-    """In a fresh process, what the device loses once every MSM level 0 has launched (less what
-    cuzk's pool took) is the local memory ``local_memory_bytes`` counts from the modules' frames
-    (cuModuleEnumerateFunctions on the real driver, lazily loaded functions included; H100 at 2^27:
-    2.33 GB, bench/RESULTS.md session 47), and the device budget holds it, less the margin the
-    context left, as one "context and driver local memory" reservation."""
+    """In a fresh process, what the device loses once every MSM level 0 and batch addition has run
+    (less what cuzk's pool took) is the local memory ``local_memory_bytes`` counts from the
+    modules' frames (cuModuleEnumerateFunctions on the real driver, lazily loaded functions
+    included; H100: 2.33 GB, bench/RESULTS.md sessions 47 and 49), and the device budget holds
+    it, less the margin the context left, as one "context and driver local memory" reservation."""
     import json
     import subprocess
     import sys
