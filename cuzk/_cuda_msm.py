@@ -375,22 +375,23 @@ def _grid(items, threads, sm_count, per_sm):
 
 
 _LANES_RE = re.compile(r"^#define CUZK_MSM_AFFINE_LANES (\d+)$", re.M)
-_LANES_OPTION_RE = re.compile(r"(?:^|\s)-DCUZK_MSM_AFFINE_LANES=(\d+)(?=\s|$)")
 _lanes = {}
+_LANES_DEFINE = "-DCUZK_MSM_AFFINE_LANES="
 
 
 def _affine_lanes():
-    """Lanes (flat chunks) per thread of the affine level 0: CUZK_MSM_AFFINE_LANES, read from
-    msm/msm.cuh (the one place it is written), cached; or the value ``$CUZK_NVRTC_OPTIONS``
-    defines for the kernels (``-DCUZK_MSM_AFFINE_LANES=16``: a measurement, as session 49's
-    G2 lanes A/B in bench/RESULTS.md), so the grid is sized for the lanes the kernel has."""
-    opts = os.environ.get("CUZK_NVRTC_OPTIONS", "")
+    """Lanes (flat chunks) per thread of the affine level 0, as the msm program is compiled
+    (``_kernels.nvrtc_options``): the last ``-DCUZK_MSM_AFFINE_LANES=N`` among its options (e.g.
+    from ``$CUZK_NVRTC_OPTIONS``: a measurement, as session 49's G2 lanes A/B in
+    bench/RESULTS.md), else CUZK_MSM_AFFINE_LANES read from msm/msm.cuh (the one place it is
+    written); cached per option list, so the grid is sized for the lanes the kernel has."""
+    from ._kernels import cu_root, nvrtc_options
+    opts = tuple(nvrtc_options("msm"))
     if opts not in _lanes:
-        m = _LANES_OPTION_RE.findall(opts)
-        if m:
-            _lanes[opts] = int(m[-1])       # the compiler takes the last definition
+        defined = [o[len(_LANES_DEFINE):] for o in opts if o.startswith(_LANES_DEFINE)]
+        if defined:
+            _lanes[opts] = int(defined[-1])     # the compiler takes the last definition
         else:
-            from ._kernels import cu_root
             with open(os.path.join(cu_root(), "msm", "msm.cuh"), encoding="utf-8") as f:
                 _lanes[opts] = int(_LANES_RE.search(f.read()).group(1))
     return _lanes[opts]
