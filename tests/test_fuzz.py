@@ -163,7 +163,11 @@ def _npz_mutant(rnd: random.Random, data: bytes):
         np.save(buf, v)
         return buf.getvalue(), f"npz {op} {key}"
     if op == "dtype":
-        arrays[key] = v.astype(rnd.choice([np.float64, np.int8, np.uint32, np.int64, "U3"]))
+        dt = rnd.choice([np.float64, np.int8, np.uint32, np.int64, "U3"])
+        try:
+            arrays[key] = v.astype(dt)
+        except ValueError:                  # a text member ("form") has no number: zeros instead
+            arrays[key] = np.zeros(v.shape, dt)
     elif op == "shape":
         arrays[key] = v.reshape(-1)[:rnd.randint(0, v.size)] if v.ndim else np.zeros((2, 4), v.dtype)
     elif op == "drop":
