@@ -34,10 +34,22 @@ __all__ = ["verify", "verify_batch", "prepare_inputs", "PreparedInputs", "to_ark
 from ._constants import FQ_MODULUS as Q_MOD, fq_from_mont_int, fq_to_mont_int  # noqa: E402
 
 
-def _fq_ints(limbs: np.ndarray) -> list:
+def _fq_ints(limbs: np.ndarray, what: str | None = None) -> list:
+    """Montgomery limbs (6 per coordinate) -> canonical Fq ints.  With ``what`` (a checked
+    conversion), a coordinate whose Montgomery value is not below p raises ValueError: it is
+    not the representation cuzk and bellperson write, though its value mod p would convert."""
     raw = np.ascontiguousarray(limbs, dtype="<u8").tobytes()
-    return [fq_from_mont_int(int.from_bytes(raw[48 * i:48 * i + 48], "little"))
-            for i in range(len(raw) // 48)]
+    ms = [int.from_bytes(raw[48 * i:48 * i + 48], "little") for i in range(len(raw) // 48)]
+    if what is not None and any(m >= Q_MOD for m in ms):
+        raise ValueError(f"{what} coordinate not reduced: its Montgomery value is not below p")
+    return [fq_from_mont_int(m) for m in ms]
+
+
+def _point_limbs(p, words: int, what: str) -> np.ndarray:
+    p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
+    if p.size != words:
+        raise ValueError(f"a {what} point is {words} uint64 limbs, got {p.size}")
+    return p
 
 
 def _fq_mont(values) -> np.ndarray:
@@ -55,14 +67,12 @@ def _need_arkworks():
 
 def to_arkworks_g1(p, checked: bool = True) -> G1Point:
     """Montgomery affine G1 (12,) -> arkworks point (all-zero -> identity).  ``checked``
-    verifies on-curve and subgroup (ValueError otherwise)."""
+    verifies reduced coordinates, on-curve and subgroup (ValueError otherwise)."""
     _need_arkworks()
-    p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
+    p = _point_limbs(p, 12, "G1")
     if not p.any():
         return G1Point.identity()
-    x, y = _fq_ints(p)
-    if x >= Q_MOD or y >= Q_MOD:
-        raise ValueError("G1 coordinate not reduced")
+    x, y = _fq_ints(p, "G1" if checked else None)
     data = x.to_bytes(48, "big") + y.to_bytes(48, "big")
     try:
         return (G1Point.from_xy_bytes_be if checked else G1Point.from_xy_bytes_unchecked_be)(data)
@@ -71,12 +81,13 @@ def to_arkworks_g1(p, checked: bool = True) -> G1Point:
 
 
 def to_arkworks_g2(p, checked: bool = True) -> G2Point:
-    """Montgomery affine G2 (24,) (x.c0, x.c1, y.c0, y.c1) -> arkworks point."""
+    """Montgomery affine G2 (24,) (x.c0, x.c1, y.c0, y.c1) -> arkworks point; ``checked`` as
+    for ``to_arkworks_g1``."""
     _need_arkworks()
-    p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
+    p = _point_limbs(p, 24, "G2")
     if not p.any():
         return G2Point.identity()
-    coords = _fq_ints(p)
+    coords = _fq_ints(p, "G2" if checked else None)
     data = b"".join(c.to_bytes(48, "big") for c in coords)
     try:
         return (G2Point.from_xy_bytes_be if checked else G2Point.from_xy_bytes_unchecked_be)(data)

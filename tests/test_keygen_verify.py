@@ -214,6 +214,57 @@ def test_verify_input_errors(setup8):
         verify(pk.vk, (bad, proof[1], proof[2]), pub)
 
 
+def _mont_plus_p(point, coord):
+    """``point`` (Montgomery limbs) with coordinate ``coord``'s Montgomery value raised by p:
+    the same field element, in a representation that is not reduced."""
+    from cuzk._verifier import Q_MOD
+    out = point.copy()
+    m = int.from_bytes(out[6 * coord:6 * coord + 6].astype("<u8").tobytes(), "little") + Q_MOD
+    assert m < 1 << 384
+    out[6 * coord:6 * coord + 6] = np.frombuffer(m.to_bytes(48, "little"), "<u8")
+    return out
+
+
+def test_arkworks_conversions_check_their_points(setup8):
+    """to_arkworks_g1/g2: all-zero limbs are the identity; a coordinate whose Montgomery value
+    is not below p, a wrong limb count and a point off the curve raise ValueError (unchecked,
+    the unreduced value converts as its value mod p); verify refuses such proof arrays and a
+    proof or public inputs of the wrong form."""
+    cs, pk, asg, proof = setup8
+    pub = asg.public_inputs()
+    A, B, C = proof
+    assert to_arkworks_g1(np.zeros(12, np.uint64)) == G1Point.identity()
+    assert to_arkworks_g2(np.zeros(24, np.uint64)) == G2Point.identity()
+    for coord in (0, 1):
+        bad = _mont_plus_p(A, coord)
+        with pytest.raises(ValueError, match="G1 coordinate not reduced"):
+            to_arkworks_g1(bad)
+        assert to_arkworks_g1(bad, checked=False) == to_arkworks_g1(A)
+        with pytest.raises(ValueError, match="not reduced"):
+            verify(pk.vk, (bad, B, C), pub)
+    for coord in range(4):
+        bad = _mont_plus_p(B, coord)
+        with pytest.raises(ValueError, match="G2 coordinate not reduced"):
+            to_arkworks_g2(bad)
+        assert to_arkworks_g2(bad, checked=False) == to_arkworks_g2(B)
+    with pytest.raises(ValueError, match="12 uint64 limbs, got 11"):
+        to_arkworks_g1(A[:11])
+    with pytest.raises(ValueError, match="24 uint64 limbs, got 12"):
+        to_arkworks_g2(A)
+    off = B.copy()
+    off[18] ^= 1                            # y.c1 changed: (x, y) is off the curve
+    with pytest.raises(ValueError, match="not a valid G2 point"):
+        to_arkworks_g2(off)
+    with pytest.raises(ValueError, match="not a valid G2 point"):
+        verify(pk.vk, (A, off, C), pub)
+    with pytest.raises(TypeError, match="192 bytes or an"):
+        verify(pk.vk, 5, pub)
+    with pytest.raises(TypeError, match="VerifyingKey"):
+        verify_batch(object(), [proof], [pub])
+    with pytest.raises(ValueError, match=r"uint64 \(k, 4\)"):
+        verify(pk.vk, proof, asg.inputs[1:].reshape(-1))
+
+
 def test_verify_prepared_inputs(setup8):
     """verify(..., prepared=prepare_inputs(vk, pub)): the same verdicts as with the inputs, for
     the right and a tampered proof and for other inputs; prepared inputs of another vk are

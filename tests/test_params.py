@@ -254,6 +254,31 @@ def test_vk_errors(tmp_path, pk, params_bytes):
     assert not vk.alpha_g1.any()
 
 
+def test_key_objects_check_their_arrays(pk):
+    """VerifyingKey and ProvingKey built by hand: a point of the wrong limb count, a query of
+    the wrong shape, B's G1 and G2 queries of different lengths and a vk that is not a
+    VerifyingKey raise at construction; equal copies compare equal, other types never."""
+    vk = pk.vk
+    fields = {f: getattr(vk, f) for f in ("alpha_g1", "beta_g1", "beta_g2", "gamma_g2",
+                                          "delta_g1", "delta_g2", "ic")}
+    assert VerifyingKey(**{f: a.copy() for f, a in fields.items()}) == vk
+    with pytest.raises(ValueError, match="beta_g2 must be 24 uint64 limbs"):
+        VerifyingKey(**{**fields, "beta_g2": vk.beta_g1})
+    with pytest.raises(ValueError, match=r"ic must have shape \(n, 12\)"):
+        VerifyingKey(**{**fields, "ic": vk.ic.reshape(-1)})
+    assert (vk == 3) is False and (vk != "vk") is True
+    queries = {q: getattr(pk, q) for q in ("h", "l", "a", "b_g1", "b_g2")}
+    assert ProvingKey(vk, **{q: a.copy() for q, a in queries.items()}) == pk
+    with pytest.raises(TypeError, match="vk must be a VerifyingKey"):
+        ProvingKey(fields, **queries)
+    with pytest.raises(ValueError, match=r"b_g2 must have shape \(n, 24\)"):
+        ProvingKey(vk, **{**queries, "b_g2": pk.b_g1})
+    with pytest.raises(ValueError, match=f"b_g1 has {pk.b_g1.shape[0]} points, b_g2 "
+                                         f"{pk.b_g2.shape[0] - 1}"):
+        ProvingKey(vk, **{**queries, "b_g2": pk.b_g2[1:]})
+    assert (pk == vk) is False
+
+
 def non_subgroup_g1():
     """A point on y^2 = x^3 + 4 outside the order-r subgroup (found by trying x = 1, 2, ...)."""
     for x in range(1, 100):

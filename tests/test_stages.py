@@ -115,6 +115,20 @@ def test_budget_unlimited_counts():
     assert b.used == 0
 
 
+def test_budget_rejects_negative_sizes_and_says_its_state():
+    with pytest.raises(ValueError, match="budget total must be >= 0, got -1"):
+        Budget(-1)
+    b = Budget(10, "cuda:3")
+    with pytest.raises(ValueError, match="nbytes must be >= 0, got -5"):
+        b.reserve(-5, "x")
+    assert b.used == 0
+    r = b.reserve(4, "tables")
+    assert repr(r) == "Reservation(4 bytes, 'tables', held)"
+    assert repr(b) == "Budget('cuda:3', used=4, total=10)"
+    r.release()
+    assert repr(r) == "Reservation(4 bytes, 'tables', released)" and b.used == 0
+
+
 # --------------------------------------------------------------------------- the four calls
 
 def test_four_calls_equal_prove(circuit):
