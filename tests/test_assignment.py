@@ -300,3 +300,48 @@ def test_coerce(tmp_path, asg):
     with pytest.raises(FormatError):
         p.write_bytes(b"junk")
         Assignment.coerce(p)
+
+
+def test_constructors_name_what_is_off(tmp_path, asg):
+    """Density and Assignment built by hand: a negative bit count, a word count that does not
+    match it, a, b, c of different lengths, an Fr array not (n, 4), no inputs, density bit counts
+    that do not match the variables, and an unknown npz form raise ValueError naming the item;
+    a missing file is FileNotFoundError."""
+    from cuzk._assignment import Density
+    with pytest.raises(ValueError, match="n_bits must be >= 0"):
+        Density(np.zeros(0, np.uint64), -1)
+    with pytest.raises(ValueError, match="density of 65 bits needs 2 words, got 1"):
+        Density(np.zeros(1, np.uint64), 65)
+    d = Density.from_bools([True, False, True])
+    assert d == Density(np.array([5], np.uint64), 3) and d != Density(np.array([5], np.uint64), 4)
+    assert (d == "101") is False and repr(d) == "Density(n_bits=3, popcount=2)"
+    parts = dict(a=asg.a, b=asg.b, c=asg.c, inputs=asg.inputs, aux=asg.aux,
+                 a_aux_density=asg.a_aux_density, b_input_density=asg.b_input_density,
+                 b_aux_density=asg.b_aux_density)
+    with pytest.raises(ValueError, match="a, b, c must have equal lengths"):
+        Assignment(**{**parts, "b": asg.b[:-1]})
+    with pytest.raises(ValueError, match=r"aux must have shape \(n, 4\)"):
+        Assignment(**{**parts, "aux": asg.aux.reshape(-1)})
+    with pytest.raises(ValueError, match="at least the constant 1"):
+        Assignment(**{**parts, "inputs": asg.inputs[:0], "b_input_density": Density.from_bools([])})
+    short = Density.from_bools(np.ones(asg.n_aux - 1, bool))
+    for name in ("a_aux", "b_aux"):
+        with pytest.raises(ValueError, match=f"{name} density has {asg.n_aux - 1} bits, "
+                                             f"expected n_aux = {asg.n_aux}"):
+            Assignment(**{**parts, name + "_density": short})
+    with pytest.raises(ValueError, match=f"b_input density has {asg.n_aux - 1} bits, "
+                                         f"expected n_inputs = {asg.n_inputs}"):
+        Assignment(**{**parts, "b_input_density": short})
+    bad = asg.aux.copy()
+    bad[2] = fr_ints_to_mont([0])[0]
+    bad[2, 3] = np.uint64(0xFFFFFFFFFFFFFFFF)            # a limb pattern ≥ r
+    with pytest.raises(ValueError, match=r"aux\[2\] is not a reduced Fr element"):
+        Assignment(**{**parts, "aux": bad}).check_reduced()
+    asg.check_reduced()
+    with pytest.raises(ValueError, match="form must be one of"):
+        asg.save_npz(tmp_path / "x.npz", form="hex")
+    assert not (tmp_path / "x.npz").exists()
+    with pytest.raises(ValueError, match="form must be one of"):
+        Assignment.load_npz(tmp_path / "x.npz", form="hex")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        Assignment.load_npz(tmp_path / "x.npz")
