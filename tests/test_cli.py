@@ -214,6 +214,40 @@ def test_snarkjs_bad_inputs_exit_2(capsys, tmp_path):
     assert not (tmp_path / "p.json").exists() and not (tmp_path / "q.json").exists()
 
 
+def test_mixed_forms_and_bad_snarkjs_proofs_exit_2(capsys, keydir, proof_bin, tmp_path):
+    """Options of the other prove form, a directory given as a file, two --public files for a
+    snarkjs proof and a snarkjs proof whose point is off the curve: exit 2, one line naming
+    the option or file, nothing written."""
+    d = DATA / "mulchain"
+    out = tmp_path / "p.bin"
+    rc, _, err = run(capsys, "prove", "--params", keydir / "circuit.params", "--assignment",
+                     keydir / "assignment.npz", "--out", out, "--proof", tmp_path / "x.json")
+    assert rc == 2 and "--proof/--public belong to the snarkjs form" in err
+    rc, _, err = run(capsys, "prove", "--zkey", d / "circuit.zkey", "--wtns", d / "witness.wtns",
+                     "--proof", tmp_path / "p.json", "--public", tmp_path / "q.json",
+                     "--params", keydir / "circuit.params")
+    assert rc == 2 and "--params/--assignment/--out belong to the bellperson form" in err
+    rc, _, err = run(capsys, "prove", "--params", tmp_path, "--assignment",
+                     keydir / "assignment.npz", "--out", out)
+    assert rc == 2 and "is a directory" in err
+    assert_one_line_error(err, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    proof, public = tmp_path / "proof.json", tmp_path / "public.json"
+    assert main(["prove", "--zkey", str(d / "circuit.zkey"), "--wtns", str(d / "witness.wtns"),
+                 "--proof", str(proof), "--public", str(public), "--backend", "cpu"]) == 0
+    capsys.readouterr()
+    vk = d / "verification_key.json"
+    rc, _, err = run(capsys, "verify", "--vk", vk, "--proof", proof, "--public", public, public)
+    assert rc == 2 and "a snarkjs proof takes one --public file, got 2" in err
+    doc = json.loads(proof.read_text())
+    doc["pi_a"][1] = str((int(doc["pi_a"][1]) + 1) % sj.Q)     # y + 1: off the curve
+    off = tmp_path / "off.json"
+    off.write_text(json.dumps(doc))
+    rc, _, err = run(capsys, "verify", "--vk", vk, "--proof", off, "--public", public)
+    assert rc == 2
+    assert_one_line_error(err, off)
+
+
 # ---------------------------------------------------------------------------------------------
 # demo, bench, kernels
 
