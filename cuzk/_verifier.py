@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from ._assignment import R_MOD, fr_mont_to_ints
 from ._errors import FormatError
-from ._params import PROOF_BYTES, VerifyingKey, decode_proof
+from ._params import PROOF_BYTES, VerifyingKey, _g, decode_proof
 
 __all__ = ["verify", "verify_batch", "prepare_inputs", "PreparedInputs", "to_arkworks_g1",
            "to_arkworks_g2", "from_arkworks_g1", "from_arkworks_g2"]
@@ -46,10 +46,8 @@ def _fq_ints(limbs: np.ndarray, what: str | None = None) -> list:
 
 
 def _point_limbs(p, words: int, what: str) -> np.ndarray:
-    p = np.ascontiguousarray(p, dtype=np.uint64).reshape(-1)
-    if p.size != words:
-        raise ValueError(f"a {what} point is {words} uint64 limbs, got {p.size}")
-    return p
+    """``p`` flattened to the point's ``words`` uint64 limbs (``_params._g``'s check)."""
+    return _g(np.asarray(p, dtype=np.uint64).reshape(-1), words, f"a {what} point")
 
 
 def _fq_mont(values) -> np.ndarray:

@@ -247,9 +247,9 @@ def test_arkworks_conversions_check_their_points(setup8):
         with pytest.raises(ValueError, match="G2 coordinate not reduced"):
             to_arkworks_g2(bad)
         assert to_arkworks_g2(bad, checked=False) == to_arkworks_g2(B)
-    with pytest.raises(ValueError, match="12 uint64 limbs, got 11"):
+    with pytest.raises(ValueError, match=r"a G1 point must be 12 uint64 limbs, got shape \(11,\)"):
         to_arkworks_g1(A[:11])
-    with pytest.raises(ValueError, match="24 uint64 limbs, got 12"):
+    with pytest.raises(ValueError, match=r"a G2 point must be 24 uint64 limbs, got shape \(12,\)"):
         to_arkworks_g2(A)
     off = B.copy()
     off[18] ^= 1                            # y.c1 changed: (x, y) is off the curve
