@@ -333,8 +333,7 @@ def test_constructors_name_what_is_off(tmp_path, asg):
                                          f"expected n_inputs = {asg.n_inputs}"):
         Assignment(**{**parts, "b_input_density": short})
     bad = asg.aux.copy()
-    bad[2] = fr_ints_to_mont([0])[0]
-    bad[2, 3] = np.uint64(0xFFFFFFFFFFFFFFFF)            # a limb pattern ≥ r
+    bad[2] = [0, 0, 0, 0xFFFFFFFFFFFFFFFF]             # 2^256 − 2^192 ≥ r
     with pytest.raises(ValueError, match=r"aux\[2\] is not a reduced Fr element"):
         Assignment(**{**parts, "aux": bad}).check_reduced()
     asg.check_reduced()

@@ -214,7 +214,7 @@ def test_snarkjs_bad_inputs_exit_2(capsys, tmp_path):
     assert not (tmp_path / "p.json").exists() and not (tmp_path / "q.json").exists()
 
 
-def test_mixed_forms_and_bad_snarkjs_proofs_exit_2(capsys, keydir, proof_bin, tmp_path):
+def test_mixed_forms_and_bad_snarkjs_proofs_exit_2(capsys, keydir, tmp_path):
     """Options of the other prove form, a directory given as a file, two --public files for a
     snarkjs proof and a snarkjs proof whose point is off the curve: exit 2, one line naming
     the option or file, nothing written."""
