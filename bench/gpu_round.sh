@@ -87,6 +87,9 @@
 # Session 48: no machine started (19 requests); prepared: tests poolab (the hold's first GPU run) / g2lanes
 # Session 49 (H100): tests poolab (the hold: 0.74 GB, untracked 0.90 -> 0.16 GB) / g2lanes (16 G2 lanes: +8.7 % uniform,
 #   +43 % real_tail at 2^24; step removed)
+# Sessions 50-51: no machine started.  Session 52 (H200): eng27 msmtests (ENG27_MODES=coarse,two-lock ENG27_W=2) /
+#   peergoal (PEERGOAL_GK="27:5 24:13") / tests peergoal (PEERGOAL_GK="26:13") / eng27 (ENG27_MODES=two-lock ENG27_W=2
+#   ENG27_OPTS="--stage-options streams=1;streams=2 --single 2": the region's serial breakdown)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
