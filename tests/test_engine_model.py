@@ -1,11 +1,12 @@
 """The lock + budget protocol, explored exhaustively (cuzk._engine._model) over the very plans
 the engine executes, and the checker shown able to find deadlocks and leaks."""
 import threading
+import time
 
 import pytest
 
 from cuzk._engine import PLANS, Interlock, PriorityLock
-from cuzk._engine._interlock import EARLY_PLANS, gated_plan
+from cuzk._engine._interlock import EARLY_PLANS, gated_plan, lock_mode_arg
 from cuzk._engine._model import explore
 
 ACQ, REL = "acquire", "release"
@@ -122,9 +123,28 @@ def test_leaks_found():
     assert explore([no_free], 5, rounds=1).leak is not None
 
 
+def _thread(target, *args):
+    """A started daemon thread: a lock defect that leaves it blocked fails the test by its bounded
+    waits, and the blocked thread cannot then keep the test process from exiting."""
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def _until(cond, what):
+    """Poll ``cond`` for at most 10 s; AssertionError naming ``what`` after that."""
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, f"still waiting after 10 s for {what}"
+        time.sleep(0.005)
+
+
 def test_interlock_enforces_lock_order():
+    assert lock_mode_arg("twolock") == lock_mode_arg(" Two_Lock ") == "two-lock"
     il = Interlock("two-lock", "t")
-    il.acquire("compute")
+    assert 0.0 <= il.acquire("compute") < 1.0    # the seconds waited (none: the lock is free)
+    assert il.snapshot() == {"memory": {"held": False, "waiting": 0},
+                             "compute": {"held": True, "waiting": 0}}
     with pytest.raises(RuntimeError, match="lock order"):
         il.acquire("memory")
     il.release("compute")
@@ -153,15 +173,10 @@ def test_priority_lock_hands_over_by_rank():
     threads = []
     for rank, tag in ((2, "normal-1"), (3, "low"), (0, "critical"), (2, "normal-2"),
                       (1, "high")):
-        t = threading.Thread(target=take, args=(rank, tag))
-        t.start()
-        threads.append(t)
+        threads.append(_thread(take, rank, tag))
         with ready:                              # one waiter at a time: arrival order fixed
             assert ready.wait_for(lambda: tag in started, 10)
-        deadline = 10
-        while lk.waiting < len(threads) and deadline > 0:
-            threading.Event().wait(0.005)
-            deadline -= 0.005
+        _until(lambda: lk.waiting == len(threads), f"{len(threads)} waiters")
     assert lk.waiting == 5
     lk.release()
     for t in threads:
@@ -178,16 +193,40 @@ def test_priority_lock_hands_over_by_rank():
 def test_priority_lock_timeout_leaves_others_waiting():
     lk = PriorityLock("t")
     lk.acquire()
+    assert lk.owner == threading.get_ident()
     got = []
-    t = threading.Thread(target=lambda: got.append(lk.acquire(2, timeout=10)) or lk.release())
-    t.start()
-    while lk.waiting < 1:
-        threading.Event().wait(0.005)
+    t = _thread(lambda: got.append(lk.acquire(2, timeout=10)) or lk.release())
+    _until(lambda: lk.waiting == 1, "the first waiter")
     res = []
-    t2 = threading.Thread(target=lambda: res.append(lk.acquire(0, timeout=0.05)))
-    t2.start()
+    t2 = _thread(lambda: res.append(lk.acquire(0, timeout=0.05)))
     t2.join(10)
     assert res == [False] and lk.waiting == 1
     lk.release()
     t.join(10)
     assert got == [True] and lk.owner is None
+
+
+def test_priority_lock_timeout_keeps_the_rank_order():
+    """A waiter that gives up leaves the others in rank order: its ticket was first (rank 0),
+    and the rank-0 waiter behind a rank-1 one still goes before it."""
+    lk = PriorityLock("t")
+    lk.acquire()
+    order, gave_up = [], []
+
+    def take(rank, tag, timeout=None):
+        if lk.acquire(rank, timeout=timeout):
+            order.append(tag)
+            lk.release()
+        else:
+            gave_up.append(tag)
+    threads = []
+    for n, (rank, tag, timeout) in enumerate(((0, "first", 1.0), (1, "high", None),
+                                               (0, "critical", None)), 1):
+        threads.append(_thread(take, rank, tag, timeout))
+        _until(lambda: lk.waiting == n, f"{n} waiters")
+    _until(lambda: gave_up == ["first"], "the first waiter's timeout")
+    assert lk.waiting == 2
+    lk.release()
+    for t in threads:
+        t.join(10)
+    assert order == ["critical", "high"] and lk.owner is None
