@@ -24,10 +24,10 @@ def circuit():
 
 def test_budget_reserve_release_and_peak():
     b = Budget(100, "t")
-    r1 = b.reserve(60, "x")
+    r1 = b.reserve(60, "x", block=False)     # block=False: a defect fails here, never hangs
     assert b.used == 60 and b.free == 40
-    with b.reserve(40, "y"):
-        assert b.used == 100
+    with b.reserve(np.int64(40), "y", block=False) as r2:
+        assert b.used == 100 and type(r2.nbytes) is int
         assert b.snapshot()["reservations"] == [("x", 60), ("y", 40)]
     r1.release()
     r1.release()                                # idempotent
@@ -38,7 +38,7 @@ def test_budget_refuses_what_never_fits_and_nonblocking():
     b = Budget(10, "dev")
     with pytest.raises(BudgetError, match="more than the whole budget"):
         b.reserve(11, "big")
-    r = b.reserve(8)
+    r = b.reserve(8, block=False)
     with pytest.raises(BudgetError, match="2 of 10 free"):
         b.reserve(5, "later", block=False)
     with pytest.raises(BudgetError, match="after 0.05 s"):
@@ -56,13 +56,13 @@ def test_budget_lasting_reservations_bound_what_may_wait():
     assert b.lasting == 8
     t0 = time.monotonic()
     with pytest.raises(BudgetError, match="less 8 bytes of resident keys leaves 16"):
-        b.reserve(20, "partition")
+        b.reserve(20, "partition", timeout=10)
     assert time.monotonic() - t0 < 1 and b.waiting == 0
-    with b.reserve(16, "partition"):
+    with b.reserve(16, "partition", block=False):
         assert b.used == 24
     key.release()
     assert b.lasting == 0
-    with b.reserve(20, "partition"):
+    with b.reserve(20, "partition", block=False):
         assert b.used == 20
 
 
@@ -70,16 +70,16 @@ def test_budget_waiter_fails_when_a_key_takes_its_room():
     """A reservation waiting for a partition's bytes fails once a key (lasting) has taken the room
     it waited for, instead of waiting on."""
     b = Budget(10)
-    part = b.reserve(6, "partition")
+    part = b.reserve(6, "partition", block=False)
     errors = []
 
     def waiter():
         try:
-            b.reserve(7, "next")
+            b.reserve(7, "next", timeout=10)
         except BudgetError as e:
             errors.append(e)
 
-    t = threading.Thread(target=waiter)
+    t = threading.Thread(target=waiter, daemon=True)
     t.start()
     time.sleep(0.05)
     assert b.waiting == 1
@@ -92,13 +92,13 @@ def test_budget_waiter_fails_when_a_key_takes_its_room():
 
 def test_budget_blocking_waits_for_release():
     b = Budget(10)
-    r = b.reserve(10)
+    r = b.reserve(10, block=False)
     got = []
 
     def waiter():
-        got.append(b.reserve(7, "w"))
+        got.append(b.reserve(7, "w", timeout=10))
 
-    t = threading.Thread(target=waiter)
+    t = threading.Thread(target=waiter, daemon=True)
     t.start()
     time.sleep(0.05)
     assert not got and b.waiting == 1
@@ -110,7 +110,7 @@ def test_budget_blocking_waits_for_release():
 
 def test_budget_unlimited_counts():
     b = Budget(None)
-    with b.reserve(1 << 60):
+    with b.reserve(1 << 60, block=False):
         assert b.used == 1 << 60
     assert b.used == 0
 
@@ -122,7 +122,7 @@ def test_budget_rejects_negative_sizes_and_says_its_state():
     with pytest.raises(ValueError, match="nbytes must be >= 0, got -5"):
         b.reserve(-5, "x")
     assert b.used == 0
-    r = b.reserve(4, "tables")
+    r = b.reserve(4, "tables", block=False)
     assert repr(r) == "Reservation(4 bytes, 'tables', held)"
     assert repr(b) == "Budget('cuda:3', used=4, total=10)"
     r.release()
