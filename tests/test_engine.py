@@ -369,6 +369,25 @@ def test_max_in_flight():
             eng.status()["keys"][0]["nbytes"][0] + 3 * host_partition_bytes(asg))
 
 
+def test_failed_job_runs_no_further_partition():
+    """A job whose first partition fails while its blocking submit waits for a slot
+    (``max_in_flight=1``) runs nothing more: what submit still queues once the failure frees the
+    slot is skipped at dequeue, the rest is never queued; the slots and the key's uses return."""
+    pk, asg = circuit(4)
+    poison = _clone(asg)
+    stages = [Wrapped(CpuStages(1), fail={"prepare-before": lambda a: a is poison})]
+    with engine(workers_per_gpu=1, max_in_flight=1, stages=stages.__getitem__, threads=1) as eng:
+        bad = eng.submit(pk, [poison] + [asg] * 3)
+        with pytest.raises(Injected, match="prepare-before"):
+            bad.result(TIMEOUT)
+        good = eng.submit(pk, [asg])                  # the slot came back
+        verify_all(pk, good.result(TIMEOUT), [asg])
+        _wait_idle(eng)
+        _free_after(eng)
+        ran = {r.partition for r in eng.timeline.records("stage") if r.job == bad.job_id}
+        assert ran == {0}, ran
+        assert eng.status()["failed"] == 1
+
 def test_key_cache_and_evict(tmp_path):
     pk4, a4 = circuit(4)
     pk5, a5 = circuit(5)

@@ -254,9 +254,6 @@ class _Queue:
                 c[_RANK_NAME[t.job.rank]] += 1
             return c
 
-    def __len__(self):
-        return len(self._heap)
-
 
 class _Slots:
     """``max_in_flight``: partitions admitted between submit and completion."""
