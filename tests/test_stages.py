@@ -31,7 +31,7 @@ def test_budget_reserve_release_and_peak():
         assert b.snapshot()["reservations"] == [("x", 60), ("y", 40)]
     r1.release()
     r1.release()                                # idempotent
-    assert b.used == 0 and b.peak == 100
+    assert b.used == 0 and b.peak == 100 and b.snapshot()["reservations"] == []
 
 
 def test_budget_refuses_what_never_fits_and_nonblocking():
