@@ -37,7 +37,7 @@ def test_budget_reserve_release_and_peak():
 def test_budget_refuses_what_never_fits_and_nonblocking():
     b = Budget(10, "dev")
     with pytest.raises(BudgetError, match="more than the whole budget"):
-        b.reserve(11, "big")
+        b.reserve(11, "big", timeout=10)
     r = b.reserve(8, block=False)
     with pytest.raises(BudgetError, match="2 of 10 free"):
         b.reserve(5, "later", block=False)
