@@ -52,8 +52,9 @@ def test_engine_bytes_equal_prove():
     rs = [(3, 5), (7, 11), (123456789, 987654321)]
     with engine("cpu", workers_per_gpu=2, threads=2) as eng:
         out = eng.submit(pk, [asg] * 3, randomizers=rs).result(TIMEOUT)
+        one = eng.prove(pk, [asg], "high", TIMEOUT, randomizers=rs[:1])   # submit + result
     want = b"".join(cuzk.prove(pk, asg, r, s, backend="cpu", threads=1) for r, s in rs)
-    assert out == want
+    assert out == want and one == want[:192]
     verify_all(pk, out, [asg] * 3)
 
 
@@ -331,6 +332,12 @@ def test_critical_starts_next(mode, workers):
         jobs = [f.job_id for f in normal]
         ranks = {jobs[0]: 2, jobs[1]: 3, jobs[2]: 1, jobs[3]: 2, crit.job_id: 0}
         assert [ranks[j] for j in order] == sorted(ranks[j] for j in order)
+        if workers == 1:    # one worker: partitions start in queue order, FIFO within a priority
+            seq = [(r.job, r.partition) for r in sorted(eng.timeline.records("stage"),
+                                                        key=lambda r: r.t0)
+                   if r.name == "prepare" and r.job not in gated]
+            assert seq == [(crit.job_id, 0)] + [(j, i) for j in (jobs[2], jobs[0], jobs[3], jobs[1])
+                                                for i in range(5)], seq
 
 
 def test_max_in_flight():
