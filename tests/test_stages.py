@@ -118,6 +118,10 @@ def test_budget_unlimited_counts():
 def test_budget_rejects_negative_sizes_and_says_its_state():
     with pytest.raises(ValueError, match="budget total must be >= 0, got -1"):
         Budget(-1)
+    z = Budget(0, "empty")                       # the bounds themselves are allowed
+    assert z.peak == 0
+    with z.reserve(0, block=False):
+        assert z.used == 0
     b = Budget(10, "cuda:3")
     with pytest.raises(ValueError, match="nbytes must be >= 0, got -5"):
         b.reserve(-5, "x")
