@@ -39,10 +39,19 @@ def test_budget_refuses_what_never_fits_and_nonblocking():
     with pytest.raises(BudgetError, match="more than the whole budget"):
         b.reserve(11, "big", timeout=10)
     r = b.reserve(8, block=False)
-    with pytest.raises(BudgetError, match="2 of 10 free"):
-        b.reserve(5, "later", block=False)
-    with pytest.raises(BudgetError, match="after 0.05 s"):
-        b.reserve(5, "later", timeout=0.05)
+    with pytest.raises(BudgetError, match="2 of 10 free$"):
+        b.reserve(5, "later", block=False, timeout=10)      # refused at once, not after 10 s
+    out = []                    # in a thread: a budget whose timeout never fires fails the join
+
+    def timed_out():
+        try:
+            b.reserve(5, "later", timeout=0.05)
+        except BudgetError as e:
+            out.append(e)
+    t = threading.Thread(target=timed_out, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive() and len(out) == 1 and "2 of 10 free after 0.05 s" in str(out[0])
     assert b.used == 8 and b.waiting == 0
     r.release()
 
