@@ -22,6 +22,22 @@ def circuit():
 
 # --------------------------------------------------------------------------- budget
 
+def _reserve_in_thread(b, nbytes, what, **kw):
+    """``b.reserve(nbytes, what, **kw)`` on a started daemon thread (a budget defect that never
+    returns cannot hang the run); returns (thread, out): out receives the Reservation or the
+    BudgetError."""
+    out = []
+
+    def go():
+        try:
+            out.append(b.reserve(nbytes, what, **kw))
+        except BudgetError as e:
+            out.append(e)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, out
+
+
 def test_budget_reserve_release_and_peak():
     b = Budget(100, "t")
     r1 = b.reserve(60, "x", block=False)     # block=False: a defect fails here, never hangs
@@ -41,16 +57,8 @@ def test_budget_refuses_what_never_fits_and_nonblocking():
     r = b.reserve(8, block=False)
     with pytest.raises(BudgetError, match="2 of 10 free$"):
         b.reserve(5, "later", block=False, timeout=10)      # refused at once, not after 10 s
-    out = []                    # in a thread: a budget whose timeout never fires fails the join
-
-    def timed_out():
-        try:
-            b.reserve(5, "later", timeout=0.05)
-        except BudgetError as e:
-            out.append(e)
-    t = threading.Thread(target=timed_out, daemon=True)
-    t.start()
-    t.join(10)
+    t, out = _reserve_in_thread(b, 5, "later", timeout=0.05)    # a timeout that never fires:
+    t.join(10)                                                  # the join fails, no hang
     assert not t.is_alive() and len(out) == 1 and "2 of 10 free after 0.05 s" in str(out[0])
     assert b.used == 8 and b.waiting == 0
     r.release()
@@ -80,35 +88,20 @@ def test_budget_waiter_fails_when_a_key_takes_its_room():
     it waited for, instead of waiting on."""
     b = Budget(10)
     part = b.reserve(6, "partition", block=False)
-    errors = []
-
-    def waiter():
-        try:
-            b.reserve(7, "next", timeout=10)
-        except BudgetError as e:
-            errors.append(e)
-
-    t = threading.Thread(target=waiter, daemon=True)
-    t.start()
+    t, errors = _reserve_in_thread(b, 7, "next", timeout=10)
     time.sleep(0.05)
     assert b.waiting == 1
     key = b.reserve(4, "key", block=False, lasting=True)
     part.release()                           # wakes the waiter: 7 > 10 - 4
     t.join(5)
-    assert not t.is_alive() and errors and "resident keys" in str(errors[0])
+    assert not t.is_alive() and isinstance(errors[0], BudgetError) and "resident keys" in str(errors[0])
     key.release()
 
 
 def test_budget_blocking_waits_for_release():
     b = Budget(10)
     r = b.reserve(10, block=False)
-    got = []
-
-    def waiter():
-        got.append(b.reserve(7, "w", timeout=10))
-
-    t = threading.Thread(target=waiter, daemon=True)
-    t.start()
+    t, got = _reserve_in_thread(b, 7, "w", timeout=10)
     time.sleep(0.05)
     assert not got and b.waiting == 1
     r.release()
