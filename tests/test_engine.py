@@ -25,7 +25,7 @@ MODES = list(LOCK_MODES)
 def _free_after(eng):
     """Budgets hold exactly the resident keys; nothing queued or in flight; no lock held."""
     st = eng.status()
-    assert st["in_flight"] == 0 and sum(st["queued"].values()) == 0
+    assert st["in_flight"] == 0 and sum(st["queued"].values()) == 0 and st["jobs_pending"] == 0
     for dev in st["devices"]:
         keys = sum(k["nbytes"][dev["index"]] for k in st["keys"])
         assert dev["budget"]["used"] == keys, dev["budget"]
@@ -248,13 +248,18 @@ def test_cancel_queued_partitions():
         first = eng.submit(pk, [blocker])
         assert stages[0].entered.wait(TIMEOUT)
         victim = eng.submit(pk, [asg] * 5)
-        assert eng.status()["queued"]["normal"] == 5
+        others = [eng.submit(pk, [asg] * n, priority=p) for n, p in ((1, "high"), (2, "low"),
+                                                                     (2, "normal"))]
+        assert eng.status()["queued"] == {"critical": 0, "high": 1, "normal": 7, "low": 2}
+        assert eng.status()["jobs_pending"] == 5
         assert victim.cancel() and victim.cancelled()
-        assert eng.status()["queued"]["normal"] == 0
+        assert eng.status()["queued"]["normal"] == 2 and eng.status()["jobs_pending"] == 4
         later = eng.submit(pk, [asg])
         gate.set()
         verify_all(pk, first.result(TIMEOUT), [blocker])
         verify_all(pk, later.result(TIMEOUT), [asg])
+        for f in others:
+            f.result(TIMEOUT)
         with pytest.raises(Exception):
             victim.result(0)
         _wait_idle(eng)
@@ -262,6 +267,11 @@ def test_cancel_queued_partitions():
         ran = {r.job for r in eng.timeline.records("stage")}
         assert victim.job_id not in ran
         assert not later.cancel()                  # done futures cannot be cancelled
+        # the queue left in order by the removal: high, the normal ones (the later job last), low
+        hi, lo, nb = (f.job_id for f in others)
+        seq = [(r.job, r.partition) for r in sorted(eng.timeline.records("stage"), key=lambda r: r.t0)
+               if r.name == "prepare" and r.job != first.job_id]
+        assert seq == [(hi, 0), (nb, 0), (nb, 1), (later.job_id, 0), (lo, 0), (lo, 1)], seq
 
 
 @pytest.mark.parametrize("cancel_pending", [False, True])
@@ -630,3 +640,5 @@ def test_every_device_quarantined_fails_queued_jobs():
         assert errors.count(CudaError) >= 1 and errors[0] is CudaError
         with pytest.raises(EngineError, match="quarantined"):
             eng.submit(pk, [asg])
+        st = eng.status()       # the dropped partitions gave back their slots and key uses
+        assert st["in_flight"] == 0 and st["jobs_pending"] == 0 and st["keys"][0]["in_use"] == 0
