@@ -405,6 +405,25 @@ def test_failed_job_runs_no_further_partition():
         assert ran == {0}, ran
         assert eng.status()["failed"] == 1
 
+
+def test_failed_job_drops_its_queued_partitions():
+    """The queued partitions of a failed job leave the queue at once: with one worker (which
+    handles the failure before it takes the next partition), the three behind the failing one
+    are never dequeued, so they leave no partition record (not even "skipped")."""
+    pk, asg = circuit(4)
+    poison = _clone(asg)
+    stages = [Wrapped(CpuStages(1), fail={"prepare-before": lambda a: a is poison})]
+    with engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1) as eng:
+        bad = eng.submit(pk, [poison] + [asg] * 3)
+        with pytest.raises(Injected, match="prepare-before"):
+            bad.result(TIMEOUT)
+        _wait_idle(eng)
+        _free_after(eng)
+        got = [(r.partition, r.args["status"]) for r in eng.timeline.records("partition")
+               if r.job == bad.job_id]
+        assert got == [(0, "error")], got
+
+
 def test_key_cache_and_evict(tmp_path):
     pk4, a4 = circuit(4)
     pk5, a5 = circuit(5)
