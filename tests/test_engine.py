@@ -274,6 +274,34 @@ def test_cancel_queued_partitions():
         assert seq == [(hi, 0), (nb, 0), (nb, 1), (later.job_id, 0), (lo, 0), (lo, 1)], seq
 
 
+def test_close_while_submit_waits_for_a_slot():
+    """A blocking submit waiting for a slot (``max_in_flight``) when the engine closes returns a
+    cancelled future: none of its partitions was queued, and nothing would ever resolve it."""
+    pk, asg = circuit(4)
+    gate, held, stages = _gated()
+    blocker = _clone(asg)
+    held.add(id(blocker))
+    eng = Engine(workers_per_gpu=1, max_in_flight=1, stages=stages.__getitem__, threads=1)
+    running = eng.submit(pk, [blocker])
+    assert stages[0].entered.wait(TIMEOUT)
+    box = []
+    submitter = threading.Thread(target=lambda: box.append(eng.submit(pk, [asg] * 3)), daemon=True)
+    submitter.start()
+    submitter.join(0.3)
+    assert submitter.is_alive() and not box          # waiting for the slot the blocker holds
+    closer = threading.Thread(target=eng.close, kwargs={"cancel_pending": True,
+                                                         "timeout": TIMEOUT}, daemon=True)
+    closer.start()
+    submitter.join(TIMEOUT)
+    assert not submitter.is_alive() and box[0].cancelled()
+    gate.set()
+    closer.join(TIMEOUT)
+    assert not closer.is_alive()
+    verify_all(pk, running.result(TIMEOUT), [blocker])
+    st = eng.status()
+    assert st["closed"] and st["in_flight"] == 0 and st["jobs_pending"] == 0
+
+
 @pytest.mark.parametrize("cancel_pending", [False, True])
 def test_close_with_work_in_flight(cancel_pending):
     pk, asg = circuit(4)
