@@ -3,10 +3,11 @@ import os
 import shlex
 import shutil
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["run_threaded", "find_snarkjs", "CU_DIR", "EMU_DIR", "cxx_compiler", "tail_text",
-           "unsatisfied_witness"]
+           "unsatisfied_witness", "wait_until"]
 
 _HERE = Path(__file__).resolve().parent
 #: The host emulator's sources (tests/cu_emu) and the kernel sources of the checkout under test.
@@ -28,6 +29,15 @@ def cxx_compiler():
 def tail_text(text, n=6000):
     """The last ``n`` characters of a compiler's output."""
     return text if len(text) <= n else "...\n" + text[-n:]
+
+
+def wait_until(cond, what, timeout=10):
+    """Poll ``cond()`` until it is true, for at most ``timeout`` s; AssertionError naming ``what``
+    after that (a test's wait for another thread's state, bounded)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"still waiting after {timeout} s for {what}"
+        time.sleep(0.005)
 
 
 def run_threaded(fn, nthreads):

@@ -1,13 +1,13 @@
 """The lock + budget protocol, explored exhaustively (cuzk._engine._model) over the very plans
 the engine executes, and the checker shown able to find deadlocks and leaks."""
 import threading
-import time
 
 import pytest
 
 from cuzk._engine import PLANS, Interlock, PriorityLock
 from cuzk._engine._interlock import EARLY_PLANS, gated_plan, lock_mode_arg
 from cuzk._engine._model import explore
+from helpers import wait_until
 
 ACQ, REL = "acquire", "release"
 
@@ -131,14 +131,6 @@ def _thread(target, *args):
     return t
 
 
-def _until(cond, what):
-    """Poll ``cond`` for at most 10 s; AssertionError naming ``what`` after that."""
-    deadline = time.monotonic() + 10
-    while not cond():
-        assert time.monotonic() < deadline, f"still waiting after 10 s for {what}"
-        time.sleep(0.005)
-
-
 def test_interlock_enforces_lock_order():
     assert lock_mode_arg("twolock") == lock_mode_arg(" Two_Lock ") == "two-lock"
     il = Interlock("two-lock", "t")
@@ -176,7 +168,7 @@ def test_priority_lock_hands_over_by_rank():
         threads.append(_thread(take, rank, tag))
         with ready:                              # one waiter at a time: arrival order fixed
             assert ready.wait_for(lambda: tag in started, 10)
-        _until(lambda: lk.waiting == len(threads), f"{len(threads)} waiters")
+        wait_until(lambda: lk.waiting == len(threads), f"{len(threads)} waiters")
     assert lk.waiting == 5
     lk.release()
     for t in threads:
@@ -196,7 +188,7 @@ def test_priority_lock_timeout_leaves_others_waiting():
     assert lk.owner == threading.get_ident()
     got = []
     t = _thread(lambda: got.append(lk.acquire(2, timeout=10)) or lk.release())
-    _until(lambda: lk.waiting == 1, "the first waiter")
+    wait_until(lambda: lk.waiting == 1, "the first waiter")
     res = []
     t2 = _thread(lambda: res.append(lk.acquire(0, timeout=0.05)))
     t2.join(10)
@@ -207,8 +199,8 @@ def test_priority_lock_timeout_leaves_others_waiting():
 
 
 def test_priority_lock_timeout_keeps_the_rank_order():
-    """A waiter that gives up leaves the others in rank order: its ticket was first (rank 0),
-    and the rank-0 waiter behind a rank-1 one still goes before it."""
+    """A waiter that gives up leaves the others in rank order: once its ticket (rank 0, the heap's
+    top) is removed, the later rank-0 waiter still goes before the rank-1 one that came between."""
     lk = PriorityLock("t")
     lk.acquire()
     order, gave_up = [], []
@@ -220,11 +212,11 @@ def test_priority_lock_timeout_keeps_the_rank_order():
         else:
             gave_up.append(tag)
     threads = []
-    for n, (rank, tag, timeout) in enumerate(((0, "first", 1.0), (1, "high", None),
+    for n, (rank, tag, timeout) in enumerate(((0, "first", 2.0), (1, "high", None),
                                                (0, "critical", None)), 1):
         threads.append(_thread(take, rank, tag, timeout))
-        _until(lambda: lk.waiting == n, f"{n} waiters")
-    _until(lambda: gave_up == ["first"], "the first waiter's timeout")
+        wait_until(lambda: lk.waiting == n, f"{n} waiters")
+    wait_until(lambda: gave_up == ["first"], "the first waiter's timeout")
     assert lk.waiting == 2
     lk.release()
     for t in threads:

@@ -11,6 +11,7 @@ from cuzk._errors import BudgetError, ProofVerificationError, UnsatisfiedAssignm
 from cuzk._prover import prove, prove_partitions, public_inputs
 from cuzk._stages import CpuStages, stages_for
 from cuzk._verifier import verify
+from helpers import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +91,7 @@ def test_budget_waiter_fails_when_a_key_takes_its_room():
     b = Budget(10)
     part = b.reserve(6, "partition", block=False)
     t, errors = _reserve_in_thread(b, 7, "next", timeout=10)
-    time.sleep(0.05)
-    assert b.waiting == 1
+    wait_until(lambda: b.waiting == 1, "the waiter")
     key = b.reserve(4, "key", block=False, lasting=True)
     part.release()                           # wakes the waiter: 7 > 10 - 4
     t.join(5)
@@ -104,8 +104,8 @@ def test_budget_blocking_waits_for_release():
     b = Budget(10)
     r = b.reserve(10, block=False)
     t, got = _reserve_in_thread(b, 7, "w", timeout=10)
-    time.sleep(0.05)
-    assert not got and b.waiting == 1
+    wait_until(lambda: b.waiting == 1, "the waiter")
+    assert not got
     r.release()
     t.join(5)
     assert got and b.used == 7
