@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 __all__ = ["run_threaded", "find_snarkjs", "CU_DIR", "EMU_DIR", "cxx_compiler", "tail_text",
-           "unsatisfied_witness", "wait_until"]
+           "unsatisfied_witness", "wait_until", "start_daemon"]
 
 _HERE = Path(__file__).resolve().parent
 #: The host emulator's sources (tests/cu_emu) and the kernel sources of the checkout under test.
@@ -29,6 +29,15 @@ def cxx_compiler():
 def tail_text(text, n=6000):
     """The last ``n`` characters of a compiler's output."""
     return text if len(text) <= n else "...\n" + text[-n:]
+
+
+def start_daemon(target, *args):
+    """``target(*args)`` on a started daemon thread, returned: a thread left blocked by a defect
+    under test fails the test through its bounded joins and waits, and cannot keep the test
+    process from exiting."""
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
 
 
 def wait_until(cond, what, timeout=10):

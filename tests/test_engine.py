@@ -235,6 +235,14 @@ def _gated(n_devices=1, mode="narrow"):
     return gate, held, stages
 
 
+def _prepare_order(eng, skip=()):
+    """(job, partition) of every prepare stage in the timeline, in start order, but the jobs in
+    ``skip``."""
+    return [(job, part) for _, job, part in sorted(
+        (r.t0, r.job, r.partition) for r in eng.timeline.records("stage")
+        if r.name == "prepare" and r.job not in skip)]
+
+
 def _clone(asg):
     return cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
 
@@ -269,8 +277,7 @@ def test_cancel_queued_partitions():
         assert not later.cancel()                  # done futures cannot be cancelled
         # the queue left in order by the removal: high, the normal ones (the later job last), low
         hi, lo, nb = (f.job_id for f in others)
-        seq = [(r.job, r.partition) for r in sorted(eng.timeline.records("stage"), key=lambda r: r.t0)
-               if r.name == "prepare" and r.job != first.job_id]
+        seq = _prepare_order(eng, {first.job_id})
         assert seq == [(hi, 0), (nb, 0), (nb, 1), (later.job_id, 0), (lo, 0), (lo, 1)], seq
 
 
@@ -361,19 +368,15 @@ def test_critical_starts_next(mode, workers):
         for f in firsts + normal:
             f.result(TIMEOUT)
         _wait_idle(eng)
-        starts = sorted((r.t0, r.job) for r in eng.timeline.records("stage")
-                        if r.name == "prepare")
         gated = {f.job_id for f in firsts}
-        order = [j for _, j in starts if j not in gated]
+        seq = _prepare_order(eng, gated)
+        order = [j for j, _ in seq]
         assert order[0] == crit.job_id, order
         # then by priority: high, normal (in submission order), low
         jobs = [f.job_id for f in normal]
         ranks = {jobs[0]: 2, jobs[1]: 3, jobs[2]: 1, jobs[3]: 2, crit.job_id: 0}
         assert [ranks[j] for j in order] == sorted(ranks[j] for j in order)
         if workers == 1:    # one worker: partitions start in queue order, FIFO within a priority
-            seq = [(r.job, r.partition) for r in sorted(eng.timeline.records("stage"),
-                                                        key=lambda r: r.t0)
-                   if r.name == "prepare" and r.job not in gated]
             assert seq == [(crit.job_id, 0)] + [(j, i) for j in (jobs[2], jobs[0], jobs[3], jobs[1])
                                                 for i in range(5)], seq
 

@@ -7,7 +7,7 @@ import pytest
 from cuzk._engine import PLANS, Interlock, PriorityLock
 from cuzk._engine._interlock import EARLY_PLANS, gated_plan, lock_mode_arg
 from cuzk._engine._model import explore
-from helpers import wait_until
+from helpers import start_daemon, wait_until
 
 ACQ, REL = "acquire", "release"
 
@@ -123,14 +123,6 @@ def test_leaks_found():
     assert explore([no_free], 5, rounds=1).leak is not None
 
 
-def _thread(target, *args):
-    """A started daemon thread: a lock defect that leaves it blocked fails the test by its bounded
-    waits, and the blocked thread cannot then keep the test process from exiting."""
-    t = threading.Thread(target=target, args=args, daemon=True)
-    t.start()
-    return t
-
-
 def test_interlock_enforces_lock_order():
     assert lock_mode_arg("twolock") == lock_mode_arg(" Two_Lock ") == "two-lock"
     il = Interlock("two-lock", "t")
@@ -165,7 +157,7 @@ def test_priority_lock_hands_over_by_rank():
     threads = []
     for rank, tag in ((2, "normal-1"), (3, "low"), (0, "critical"), (2, "normal-2"),
                       (1, "high")):
-        threads.append(_thread(take, rank, tag))
+        threads.append(start_daemon(take, rank, tag))
         with ready:                              # one waiter at a time: arrival order fixed
             assert ready.wait_for(lambda: tag in started, 10)
         wait_until(lambda: lk.waiting == len(threads), f"{len(threads)} waiters")
@@ -187,10 +179,10 @@ def test_priority_lock_timeout_leaves_others_waiting():
     lk.acquire()
     assert lk.owner == threading.get_ident()
     got = []
-    t = _thread(lambda: got.append(lk.acquire(2, timeout=10)) or lk.release())
+    t = start_daemon(lambda: got.append(lk.acquire(2, timeout=10)) or lk.release())
     wait_until(lambda: lk.waiting == 1, "the first waiter")
     res = []
-    t2 = _thread(lambda: res.append(lk.acquire(0, timeout=0.05)))
+    t2 = start_daemon(lambda: res.append(lk.acquire(0, timeout=0.05)))
     t2.join(10)
     assert res == [False] and lk.waiting == 1
     lk.release()
@@ -214,7 +206,7 @@ def test_priority_lock_timeout_keeps_the_rank_order():
     threads = []
     for n, (rank, tag, timeout) in enumerate(((0, "first", 2.0), (1, "high", None),
                                                (0, "critical", None)), 1):
-        threads.append(_thread(take, rank, tag, timeout))
+        threads.append(start_daemon(take, rank, tag, timeout))
         wait_until(lambda: lk.waiting == n, f"{n} waiters")
     wait_until(lambda: gave_up == ["first"], "the first waiter's timeout")
     assert lk.waiting == 2

@@ -11,7 +11,7 @@ from cuzk._errors import BudgetError, ProofVerificationError, UnsatisfiedAssignm
 from cuzk._prover import prove, prove_partitions, public_inputs
 from cuzk._stages import CpuStages, stages_for
 from cuzk._verifier import verify
-from helpers import wait_until
+from helpers import start_daemon, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,8 @@ def circuit():
 # --------------------------------------------------------------------------- budget
 
 def _reserve_in_thread(b, nbytes, what, **kw):
-    """``b.reserve(nbytes, what, **kw)`` on a started daemon thread (a budget defect that never
-    returns cannot hang the run); returns (thread, out): out receives the Reservation or the
-    BudgetError."""
+    """``b.reserve(nbytes, what, **kw)`` on a daemon thread (``start_daemon``); returns
+    (thread, out): out receives the Reservation or the BudgetError."""
     out = []
 
     def go():
@@ -34,9 +33,7 @@ def _reserve_in_thread(b, nbytes, what, **kw):
             out.append(b.reserve(nbytes, what, **kw))
         except BudgetError as e:
             out.append(e)
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    return t, out
+    return start_daemon(go), out
 
 
 def test_budget_reserve_release_and_peak():
