@@ -148,17 +148,28 @@ class Wrapped:
         self.inner.abort(part)
 
 
+class _HookedDone(Completed):
+    """A finished region whose ``synchronize`` first calls ``hook``."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def synchronize(self):
+        self.hook()
+
+
 class FakeStages:
     """A stage object with the interface of cuzk._stages and no arithmetic: ``prepare``
-    reserves ``nbytes`` per partition, ``run``/``finish`` call optional hooks, the proof is
+    reserves ``nbytes`` per partition, ``run`` calls the optional hook ``on_run`` and returns a
+    region whose ``synchronize`` calls ``on_sync`` (the engine's ``sync`` stage), the proof is
     192 bytes derived from (partition index, r, s).  For timing-independent protocol tests."""
 
     name = "cpu"
     device_label = "fake"
     stage_names = ("prepare", "upload", "run", "finish")
 
-    def __init__(self, nbytes=100, on_prepare=None, on_run=None):
-        self.nbytes, self.on_prepare, self.on_run = nbytes, on_prepare, on_run
+    def __init__(self, nbytes=100, on_prepare=None, on_run=None, on_sync=None):
+        self.nbytes, self.on_prepare, self.on_run, self.on_sync = nbytes, on_prepare, on_run, on_sync
         self.live = set()
         self.lock = threading.Lock()
 
@@ -196,7 +207,9 @@ class FakeStages:
     def run(self, part):
         if self.on_run is not None:
             self.on_run(part)
-        return Completed()
+        if self.on_sync is None:
+            return Completed()
+        return _HookedDone(lambda: self.on_sync(part))
 
     def finish(self, part, verify=True):
         try:

@@ -1668,7 +1668,7 @@ def _keys_split(monkeypatch, resident):
     monkeypatch.setattr(sc, "stream_plan", lambda *a, **kw: (2, tuple(resident)))
 
 
-@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
+@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock", "overlap"])
 def test_engine_on_cuda_stages(fake, monkeypatch, mode):
     """cuzk.Engine driving CudaStages (resident key, warmed staging, device row check) on the
     emulated GPU with two workers: every proof has the CPU backend's bytes; the device budget
@@ -1930,7 +1930,7 @@ def test_engine_row_check_on_failure(fake, monkeypatch, verify):
     assert len(checked) <= 1 if verify else len(checked) == 3, checked
 
 
-@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock"])
+@pytest.mark.parametrize("mode", ["coarse", "narrow", "two-lock", "overlap"])
 @pytest.mark.parametrize("refuse", ["first", "second"])
 def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
     """The early plan's early_head never waits for device bytes: when a reservation it makes
@@ -1975,7 +1975,7 @@ def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
     assert [("fallback" in (r.args or {})) for r in heads] == [True, False]
     assert "injected" in heads[0].args["fallback"]
     assert [r.partition for r in stages if r.name == "run"] == [0]
-    lock = {"coarse": "device", "narrow": "compute", "two-lock": "compute"}[mode]
+    lock = {"coarse": "device", "narrow": "compute", "two-lock": "compute", "overlap": "compute"}[mode]
     assert sum(r.name == lock for r in holds) == 3        # early (released), normal, early
 
 
@@ -2117,6 +2117,12 @@ _REORDER_CASES = {      # name: (log_n, CudaStages options, how the key is loade
     "partly-early": (6, {"stream_chunk": 64 * 192}, ("h", "l"), None),
     "partly-early-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2, "c_upload": "register"}, ("h",), None),
     "engine-partly": (6, {"stream_chunk": 64 * 192}, ("h", "b_g1", "b_g2"), (2, "two-lock")),
+    # overlap: the next partition's region enqueued while this one's runs (no lock through sync)
+    "engine-overlap": (6, {}, "device", (2, "overlap")),
+    "engine-overlap-streamed": (6, {"stream_chunk": 64 * 192}, "host", (2, "overlap")),
+    "engine3-overlap-streamed-h2": (6, {"stream_chunk": 64 * 192, "h_buffers": 2}, "host",
+                                    (3, "overlap")),
+    "engine-overlap-partly": (6, {"stream_chunk": 64 * 192}, ("h", "b_g1", "b_g2"), (2, "overlap")),
 }
 
 

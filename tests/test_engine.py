@@ -12,14 +12,14 @@ import pytest
 import cuzk
 from cuzk import Engine, EngineBusy, EngineClosed, EngineError
 from cuzk._errors import BudgetError, UnsatisfiedAssignmentError
-from cuzk._engine import LOCK_MODES
+from cuzk._engine import PLANS
 from cuzk._stages import CpuStages, stages_for
 from cuzk._stages._cpu import host_partition_bytes
 
 from engine_helpers import (TIMEOUT, FakeStages, Injected, Wrapped, circuit, engine,
                             verify_all)
 
-MODES = list(LOCK_MODES)
+MODES = sorted(PLANS)      # the issue's three and ``overlap``
 
 
 def _free_after(eng):
@@ -555,6 +555,41 @@ def test_prepare_overlaps_kernel_region(mode, expect):
         _free_after(eng)
     assert observed == [expect]
     assert not fake.live
+
+
+@pytest.mark.parametrize("mode,expect", [("coarse", False), ("narrow", False),
+                                         ("two-lock", False), ("overlap", True)])
+def test_run_overlaps_previous_region(mode, expect):
+    """Timing-independent: with ``overlap`` a second partition's run (its region enqueued)
+    starts while the first partition is still in sync (its region running); every other mode
+    holds its compute (or device) lock through sync, so it cannot (the waits are bounded)."""
+    pk, asg = circuit(4)
+    a0, a1 = _clone(asg), _clone(asg)
+    t = TIMEOUT if expect else 0.5
+    a1_in_run, observed = threading.Event(), []
+
+    def on_run(part):
+        if part.asg is a1:
+            a1_in_run.set()
+
+    def on_sync(part):
+        if part.asg is a0:
+            observed.append(a1_in_run.wait(t))
+
+    fake = FakeStages(on_run=on_run, on_sync=on_sync)
+    with engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
+        out = eng.submit(pk, [a0, a1]).result(TIMEOUT)
+        assert len(out) == 384
+        _wait_idle(eng)
+        _free_after(eng)
+        holds = [r for r in eng.timeline.records() if r.kind == "hold" and r.name == "compute"]
+        syncs = {r.partition: r for r in eng.timeline.records()
+                 if r.kind == "stage" and r.name == "sync"}
+    assert observed == [expect]
+    assert not fake.live
+    if mode == "overlap":       # each compute hold ends before its partition's sync begins
+        assert len(holds) == 2
+        assert all(h.t1 <= syncs[h.partition].t0 for h in holds)
 
 
 def _rss():

@@ -334,6 +334,24 @@ def test_engine_on_two_gpus(where):
     assert ran == {0, 1} and st["keys"][0]["where"] == [where] * 2
 
 
+@pytest.mark.parametrize("where", ["device", "host"])
+@pytest.mark.parametrize("mode,workers", [("two-lock", 2), ("overlap", 2), ("overlap", 3)])
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")
+def test_engine_regions_on_one_gpu(mode, workers, where):
+    """cuzk.Engine on one GPU, the key resident or streamed: every proof has the CPU backend's
+    bytes; with ``overlap`` (the compute lock released once a region is enqueued) the regions of
+    different partitions run on the GPU at once, and nothing of a partition is reused early."""
+    import cuzk
+    pk, asg = _circuit(16, 31)
+    rs = [(100 + i, 110 + i) for i in range(8)]
+    with cuzk.Engine(backend="cuda", devices=1, workers_per_gpu=workers, lock_mode=mode,
+                     stage_options={"key_where": where}) as eng:
+        key = eng.load(pk, progress=False)
+        out = eng.submit(key, [asg] * len(rs), randomizers=rs).result(600)
+    assert out == b"".join(prove(pk, asg, r, s, backend="cpu") for r, s in rs)
+
+
 @pytest.mark.parametrize("early", [True, False], ids=["early", "normal"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_ok(), reason="no usable CUDA device")

@@ -441,8 +441,9 @@ class Engine:
         (each with its own workers, interlock and budget); "auto" = 1.
     workers_per_gpu : int
         Worker threads per device (>= 1).
-    lock_mode : {"coarse", "narrow", "two-lock"}
-        The interlock (see ``cuzk._engine._interlock``).
+    lock_mode : {"coarse", "narrow", "two-lock", "overlap"}
+        The interlock (see ``cuzk._engine._interlock``; ``overlap`` is two-lock with the compute
+        lock released once the kernel region is enqueued).
     max_in_flight : int or None
         Partitions admitted between submit and completion; ``submit`` blocks (or raises
         :class:`EngineBusy` with ``block=False``) beyond it.  None = unbounded.

@@ -15,6 +15,12 @@ verification, release of the reservation).
 * ``two-lock``: prepare outside; the ``memory`` lock around upload (reservation, allocation,
   upload issue: pre-staging the next partition while another computes), the ``compute`` lock
   around run + sync; order memory -> compute, never nested the other way.
+* ``overlap`` (opt-in, not in ``LOCK_MODES``' default comparison): two-lock with the ``compute``
+  lock around run only (the region *enqueued*), sync outside it: the next partition's kernels
+  are enqueued while this one's still run, so the GPU may overlap the end of one region with
+  the start of the next (kernel tails, low-occupancy steps).  Safe because every stage orders
+  its device work by its own streams' events and each partition reserves its own scratch
+  (a streamed key's slots wait for the previous user's events, ``StreamedKey.take_slots``).
 * ``EARLY_PLANS``: a partition that finds its device idle runs
   ``early_head`` (upload, the H kernels, prep_msm under them, the second upload) and
   ``early_rest`` (the other kernels) under its mode's locks instead of prepare/upload/run.
@@ -36,6 +42,8 @@ import time
 __all__ = ["LOCK_MODES", "ACQUIRE", "RELEASE", "STAGE", "GATE", "STAGES", "PLANS", "EARLY_PLANS",
            "LOCK_RANK", "lock_mode_arg", "gated_plan", "PriorityLock", "Interlock"]
 
+#: The issue's three modes: what ``cuzk bench`` compares by default.  ``PLANS`` also has
+#: ``overlap`` (opt-in).
 LOCK_MODES = ("coarse", "narrow", "two-lock")
 ACQUIRE, RELEASE, STAGE = "acquire", "release", "stage"
 #: ``(GATE, "host")``, right before prepare in the plans of ``thread_share="adaptive"``
@@ -54,6 +62,9 @@ PLANS = {
     "two-lock": ((STAGE, "prepare"), (ACQUIRE, "memory"), (STAGE, "upload"), (RELEASE, "memory"),
                  (ACQUIRE, "compute"), (STAGE, "run"), (STAGE, "sync"), (RELEASE, "compute"),
                  (STAGE, "finish")),
+    "overlap": ((STAGE, "prepare"), (ACQUIRE, "memory"), (STAGE, "upload"), (RELEASE, "memory"),
+                (ACQUIRE, "compute"), (STAGE, "run"), (RELEASE, "compute"), (STAGE, "sync"),
+                (STAGE, "finish")),
 }
 
 #: The early plans: the H kernels enqueued before prep_msm (``early_head``: validate, upload a, b,
@@ -72,6 +83,9 @@ EARLY_PLANS = {
     "two-lock": ((ACQUIRE, "memory"), (ACQUIRE, "compute"), (STAGE, "early_head"),
                  (RELEASE, "memory"), (STAGE, "early_rest"), (STAGE, "sync"), (RELEASE, "compute"),
                  (STAGE, "finish")),
+    "overlap": ((ACQUIRE, "memory"), (ACQUIRE, "compute"), (STAGE, "early_head"),
+                (RELEASE, "memory"), (STAGE, "early_rest"), (RELEASE, "compute"), (STAGE, "sync"),
+                (STAGE, "finish")),
 }
 
 
@@ -97,7 +111,7 @@ def lock_mode_arg(mode):
     if m == "twolock":
         m = "two-lock"
     if m not in PLANS:
-        raise ValueError(f"unknown lock mode {mode!r}; known: {', '.join(LOCK_MODES)}")
+        raise ValueError(f"unknown lock mode {mode!r}; known: {', '.join(PLANS)}")
     return m
 
 
@@ -162,7 +176,7 @@ class Interlock:
 
     Parameters
     ----------
-    mode : {"coarse", "narrow", "two-lock"}
+    mode : {"coarse", "narrow", "two-lock", "overlap"}
     name : str
         Device label (for messages).
     gated : bool
