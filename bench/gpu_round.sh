@@ -90,7 +90,7 @@
 # Sessions 50-51: no machine started.  Session 52 (H200): eng27 msmtests (ENG27_MODES=coarse,two-lock ENG27_W=2) /
 #   peergoal (PEERGOAL_GK="27:5 24:13") / tests peergoal (PEERGOAL_GK="26:13") / eng27 (ENG27_MODES=two-lock ENG27_W=2
 #   ENG27_OPTS="--stage-options streams=1;streams=2 --single 2": the region's serial breakdown)
-# Session 53: eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=2,3: the compute lock released once a region is
+# Session 53: regtests eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=2,3: the compute lock released once a region is
 #   enqueued, so consecutive regions overlap on the GPU; and issue 10's ratio with three workers) / tests
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -199,6 +199,9 @@ for step in "$@"; do
           timeout 300 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 27 --g2 '' --kinds uniform,bits90 --k 1,4 \
                --no-check --runs 3 --json "$OUT/peer27.json" 2>&1 | tee "$OUT/peer27.log" | tail -7 ;;
     tests) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    regtests) # the engine on one GPU, two-lock and overlap (regions of partitions at once), bytes == CPU
+           timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_prover.py -k "regions_on_one" 2>&1 \
+                | tee "$OUT/gpu_reg_tests.log" | tail -4 ;;
     msm)   timeout 300 python3 bench/bench_gpu_msm.py --quick 2>&1 | tee "$OUT/msm.log" | tail -40 ;;
     batch) timeout 200 python3 bench/bench_gpu_batch.py 2>&1 | tee "$OUT/batch.log" | tail -20 ;;
     part)  timeout 400 python3 bench/bench_gpu_partition.py --log-n 16 20 --check-cpu 2>&1 | tee "$OUT/part.log" | tail -40 ;;
