@@ -18,6 +18,7 @@ from cuzk._stages._cpu import host_partition_bytes
 
 from engine_helpers import (TIMEOUT, FakeStages, Injected, Wrapped, circuit, engine,
                             verify_all)
+from helpers import start_daemon, wait_until
 
 MODES = sorted(PLANS)      # the issue's three and ``overlap``
 
@@ -419,22 +420,102 @@ def test_max_in_flight():
 
 def test_failed_job_runs_no_further_partition():
     """A job whose first partition fails while its blocking submit waits for a slot
-    (``max_in_flight=1``) runs nothing more: what submit still queues once the failure frees the
-    slot is skipped at dequeue, the rest is never queued; the slots and the key's uses return."""
+    (``max_in_flight=1``) runs nothing more: the slot the failure frees queues nothing (the job
+    has failed when the slot comes), the rest is never queued; the slots and the key's uses
+    return; the worker counts the two partitions it handled."""
     pk, asg = circuit(4)
     poison = _clone(asg)
     stages = [Wrapped(CpuStages(1), fail={"prepare-before": lambda a: a is poison})]
     with engine(workers_per_gpu=1, max_in_flight=1, stages=stages.__getitem__, threads=1) as eng:
-        bad = eng.submit(pk, [poison] + [asg] * 3)
+        box = {}        # the blocking submit on a daemon thread: a slot never returned fails, bounded
+        t = start_daemon(lambda: box.setdefault("bad", eng.submit(pk, [poison] + [asg] * 3)))
+        t.join(TIMEOUT)
+        assert not t.is_alive(), "the blocking submit never got its slots back"
+        bad = box["bad"]
         with pytest.raises(Injected, match="prepare-before"):
             bad.result(TIMEOUT)
-        good = eng.submit(pk, [asg])                  # the slot came back
+        wait_until(lambda: eng.status()["in_flight"] == 0, "every slot back")
+        good = eng.submit(pk, [asg], block=False)     # the slot came back
         verify_all(pk, good.result(TIMEOUT), [asg])
         _wait_idle(eng)
         _free_after(eng)
         ran = {r.partition for r in eng.timeline.records("stage") if r.job == bad.job_id}
         assert ran == {0}, ran
+        got = [(r.partition, r.args["status"]) for r in eng.timeline.records("partition")
+               if r.job == bad.job_id]
+        assert got == [(0, "error")], got     # the slot freed by the failure queued nothing
+        assert sum(w["done"] for w in eng.status()["devices"][0]["workers"]) == 2
         assert eng.status()["failed"] == 1
+
+
+def test_partition_of_a_job_that_failed_after_its_dequeue_is_skipped():
+    """A partition dequeued just before its job fails (on another worker) is skipped: it runs
+    no stage, records status "skipped", and returns its slot and key use.  The race is made
+    deterministic: the failing partition's prepare waits until the other is dequeued, and that
+    one is held after its dequeue until the job has failed."""
+    pk, asg = circuit(4)
+    poison = _clone(asg)
+    dequeued = threading.Event()
+    stages = [Wrapped(CpuStages(1), fail={"prepare-before": lambda a: a is poison},
+                      gate=lambda a: dequeued if a is poison else None)]
+    with engine(workers_per_gpu=2, stages=stages.__getitem__, threads=1) as eng:
+        run = eng._run_partition        # called per dequeued task (the workers block in get)
+
+        def held_run(dev, ws, ctx, task):
+            if task.index == 1:
+                dequeued.set()
+                assert task.job.future.exception(TIMEOUT) is not None
+            return run(dev, ws, ctx, task)
+        eng._run_partition = held_run
+        bad = eng.submit(pk, [poison, asg])
+        with pytest.raises(Injected, match="prepare-before"):
+            bad.result(TIMEOUT)
+        wait_until(lambda: eng.status()["in_flight"] == 0, "every slot back")
+        _wait_idle(eng)
+        _free_after(eng)
+        got = sorted((r.partition, r.args["status"]) for r in eng.timeline.records("partition")
+                     if r.job == bad.job_id)
+        assert got == [(0, "error"), (1, "skipped")], got
+        ran = {r.partition for r in eng.timeline.records("stage") if r.job == bad.job_id}
+        assert ran == {0}, ran
+        st = eng.status()
+        assert (st["failed"], st["completed"]) == (1, 0)
+        assert all(k.in_use == 0 for k in eng.keys)
+
+
+def test_status_names_what_each_worker_runs():
+    """``status()`` from inside a stage: the worker's state is the stage, with the job and
+    partition it runs and the partitions it finished before; idle with none after."""
+    pk, asg = circuit(4)
+    seen, engines = [], []
+    fake = FakeStages(on_run=lambda part: seen.append(engines[0].status()["devices"][0]["workers"]))
+    with engine(workers_per_gpu=1, stages=lambda i: fake) as eng:
+        engines.append(eng)
+        fut = eng.submit(pk, [asg] * 2)
+        assert len(fut.result(TIMEOUT)) == 384
+        _wait_idle(eng)
+        after = eng.status()["devices"][0]["workers"]
+    got = [(w[0]["state"], w[0]["job"], w[0]["partition"], w[0]["done"]) for w in seen]
+    assert got == [("run", fut.job_id, 0, 0), ("run", fut.job_id, 1, 1)], got
+    assert [(w["state"], w["job"], w["partition"], w["done"]) for w in after] == [("idle", None, None, 2)]
+
+
+@pytest.mark.parametrize("mode,workers,want", [("coarse", 3, 1), ("narrow", 3, 3), ("two-lock", 2, 2),
+                                                ("overlap", 1, 1)])
+def test_key_placed_for_the_partitions_in_flight(mode, workers, want):
+    """``load`` asks the stages to place the key for the partitions that may hold device memory
+    at once: one under ``coarse`` (one lock around the whole partition), else one per worker."""
+    pk, _ = circuit(4)
+    asked = []
+
+    class Placing(Wrapped):
+        def load_key(self, *a, **kw):
+            asked.append(kw.get("partitions"))
+            return super().load_key(*a, **kw)
+    with engine(workers_per_gpu=workers, lock_mode=mode, stages=lambda i: Placing(CpuStages(1)),
+                threads=1) as eng:
+        eng.load(pk, progress=False)
+    assert asked == [want]
 
 
 def test_failed_job_drops_its_queued_partitions():

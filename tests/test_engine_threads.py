@@ -438,6 +438,17 @@ def test_adaptive_one_host_stage_at_a_time_on_an_idle_device(mode):
             assert {t for t, _, _ in st.log} == {2}
 
 
+def test_adaptive_lone_worker_never_waits_at_the_host_gate():
+    """adaptive with one worker per device: the host gate never has another worker to wait
+    for, so the timeline holds no "host" wait (a wait is recorded only when one happened)."""
+    pk, asg = circuit(4)
+    with engine(workers_per_gpu=1, stages=_HostLog(), threads=2, thread_share="adaptive",
+                verify=False) as eng:
+        eng.submit(pk, [asg] * 3).result(TIMEOUT)
+        waits = [r for r in eng.timeline.records() if r.kind == "wait" and r.name == "host"]
+    assert waits == []
+
+
 def test_adaptive_splits_threads_beside_another_host_stage():
     """adaptive: a prepare that starts while another worker is in its finish (a host stage) gets
     the split share; a lone partition gets every thread."""

@@ -716,6 +716,9 @@ class Engine:
                 if block:
                     if not self._slots.acquire(1, True, lambda: job.finished or self._closing):
                         break
+                    if job.finished or self._closing:   # the slot came as the job failed: queue
+                        self._slots.release(1)          # nothing more (deterministic, not racing
+                        break                           # the acquire's own poll)
                     admitted += 1
                 task = _Task(job, i, a, r, s)
                 task.t_queued = self.timeline.now()
