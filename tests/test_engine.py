@@ -2,6 +2,7 @@
 budgets, cancellation, close, priorities, max_in_flight, key cache, soak.
 
 Every wait is bounded (futures and close with a timeout; no pytest-timeout needed)."""
+import contextlib
 import os
 import threading
 import time
@@ -731,6 +732,66 @@ def test_verify_flag_reaches_finish(verify):
     with engine(workers_per_gpu=1, stages=lambda i: fake, verify=verify) as eng:
         eng.submit(pk, [asg] * 3).result(TIMEOUT)
     assert seen == [verify] * 3
+
+
+class _FakeNvtx:
+    """The ``nvtx`` package's calls the engine makes, recorded per thread: ranges opened by
+    ``annotate`` (stages) and ``push_range``/``pop_range`` (lock holds)."""
+
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.stacks, self.names = {}, []
+
+    def _stack(self):
+        return self.stacks.setdefault(threading.get_ident(), [])
+
+    def push_range(self, message, color=None, domain=None):
+        with self.mu:
+            self._stack().append(message)
+            self.names.append(message)
+
+    def pop_range(self, domain=None):
+        with self.mu:
+            self._stack().pop()
+
+    def annotate(self, message, color=None, domain=None):
+        fake = self
+
+        @contextlib.contextmanager
+        def rng():
+            fake.push_range(message)
+            try:
+                yield
+            finally:
+                fake.pop_range()
+        return rng()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nvtx_ranges_balanced_with_failures(monkeypatch, mode):
+    """With ``nvtx`` present every stage and every lock hold is one range, and every range a
+    worker opens it closes, also when a stage fails under a lock (an injected failure at each
+    boundary of one partition each)."""
+    from cuzk._engine import _nvtx
+    fake = _FakeNvtx()
+    monkeypatch.setattr(_nvtx, "_nvtx", fake)
+    pk, asg = circuit(4)
+    where = ["prepare-after", "upload-after", "run-after", "sync", "finish-before"]
+    bad = {w: _clone(asg) for w in where}
+    fail = {w: (lambda a, w=w: a is bad[w]) for w in where}
+    stages = [Wrapped(CpuStages(1), fail=fail)]
+    with engine(workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__, threads=1) as eng:
+        jobs = [eng.submit(pk, [bad[w]]) for w in where] + [eng.submit(pk, [asg] * 2)]
+        for w, job in zip(where, jobs):
+            with pytest.raises(Injected, match=w):
+                job.result(TIMEOUT)
+        verify_all(pk, jobs[-1].result(TIMEOUT), [asg] * 2)
+        _wait_idle(eng)
+    assert all(not st for st in fake.stacks.values()), fake.stacks
+    held = {"coarse": {"hold device"}}.get(mode, {"hold compute"} | (
+        {"hold memory"} if mode in ("two-lock", "overlap") else set()))
+    assert held <= set(fake.names)
+    assert {"prepare", "upload", "run", "sync", "finish"} <= set(fake.names)
 
 
 def test_nvtx_missing_is_said_once(caplog):
