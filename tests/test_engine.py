@@ -630,13 +630,20 @@ def test_prepare_overlaps_kernel_region(mode, expect):
             running[0] = False
 
     fake = FakeStages(on_prepare=on_prepare, on_run=on_run)
+    _run_pair(pk, a0, a1, mode, fake)
+    assert observed == [expect]
+    assert not fake.live
+
+
+def _run_pair(pk, a0, a1, mode, fake):
+    """One job of partitions ``a0``, ``a1`` through two workers on ``fake``; the timeline's
+    records once both ended and every reserved byte was freed."""
     with engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
         out = eng.submit(pk, [a0, a1]).result(TIMEOUT)
         assert len(out) == 384
         _wait_idle(eng)
         _free_after(eng)
-    assert observed == [expect]
-    assert not fake.live
+        return eng.timeline.records()
 
 
 @pytest.mark.parametrize("mode,expect", [("coarse", False), ("narrow", False),
@@ -659,14 +666,9 @@ def test_run_overlaps_previous_region(mode, expect):
             observed.append(a1_in_run.wait(t))
 
     fake = FakeStages(on_run=on_run, on_sync=on_sync)
-    with engine(workers_per_gpu=2, lock_mode=mode, stages=lambda i: fake) as eng:
-        out = eng.submit(pk, [a0, a1]).result(TIMEOUT)
-        assert len(out) == 384
-        _wait_idle(eng)
-        _free_after(eng)
-        holds = [r for r in eng.timeline.records() if r.kind == "hold" and r.name == "compute"]
-        syncs = {r.partition: r for r in eng.timeline.records()
-                 if r.kind == "stage" and r.name == "sync"}
+    records = _run_pair(pk, a0, a1, mode, fake)
+    holds = [r for r in records if r.kind == "hold" and r.name == "compute"]
+    syncs = {r.partition: r for r in records if r.kind == "stage" and r.name == "sync"}
     assert observed == [expect]
     assert not fake.live
     if mode == "overlap":       # each compute hold ends before its partition's sync begins
