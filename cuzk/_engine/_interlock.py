@@ -27,8 +27,8 @@ verification, release of the reservation).
 
 Invariant the model checks: a worker that waits for the budget (inside ``prepare``) holds no
 lock that a reservation holder needs before it can release (the budget wait is in ``upload``;
-``finish`` runs outside every lock
-in narrow, two-lock and overlap; in coarse the lock holder is the only partition holding a reservation).
+``finish`` runs outside every lock in narrow, two-lock and overlap; in coarse the lock holder is
+the only partition holding a reservation).
 
 Locks hand themselves to the waiter with the best ``(priority rank, arrival)``: a ``critical``
 partition waits at most for the kernel region already running.  Waiting uses
