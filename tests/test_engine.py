@@ -14,7 +14,7 @@ import cuzk
 from cuzk import Engine, EngineBusy, EngineClosed, EngineError
 from cuzk._errors import BudgetError, UnsatisfiedAssignmentError
 from cuzk._engine import PLANS
-from cuzk._stages import CpuStages, stages_for
+from cuzk._stages import CpuStages, StageContext, stages_for
 from cuzk._stages._cpu import host_partition_bytes
 
 from engine_helpers import (TIMEOUT, FakeStages, Injected, Wrapped, circuit, engine,
@@ -343,6 +343,29 @@ def test_close_with_work_in_flight(cancel_pending):
     st = eng.status()
     assert st["closed"] and all(w["state"] == "exited" for w in st["devices"][0]["workers"])
     eng.close()                                   # idempotent
+
+
+def test_close_closes_every_worker_context_once():
+    """close() closes each worker's stage context (CUDA: its streams, pinned staging and
+    results) exactly once, also when close is called again."""
+    pk, asg = circuit(4)
+    closed = []
+
+    class Ctx(StageContext):
+        def close(self):
+            closed.append(self.name)
+            super().close()
+
+    fake = FakeStages()
+    fake.context = lambda budget=None, threads=None, name="w0": Ctx(fake, budget, threads, name)
+    eng = Engine(devices=2, workers_per_gpu=2, stages=lambda i: fake, threads=1)
+    try:
+        assert len(eng.submit(pk, [asg] * 3).result(TIMEOUT)) == 3 * 192
+    finally:
+        eng.close(timeout=TIMEOUT)
+    eng.close()
+    names = [ctx.name for dev in eng.devices for ctx in dev.contexts]
+    assert len(names) == 4 and sorted(closed) == sorted(names), (closed, names)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
