@@ -90,8 +90,9 @@
 # Sessions 50-51: no machine started.  Session 52 (H200): eng27 msmtests (ENG27_MODES=coarse,two-lock ENG27_W=2) /
 #   peergoal (PEERGOAL_GK="27:5 24:13") / tests peergoal (PEERGOAL_GK="26:13") / eng27 (ENG27_MODES=two-lock ENG27_W=2
 #   ENG27_OPTS="--stage-options streams=1;streams=2 --single 2": the region's serial breakdown)
-# Session 53: regtests eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=2,3: the compute lock released once a region is
-#   enqueued, so consecutive regions overlap on the GPU; and issue 10's ratio with three workers) / tests
+# Session 53 (H100): regtests eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=2: the compute lock released once a region
+#   is enqueued, so consecutive regions overlap on the GPU) / eng27 (the same, ENG27_W=3) / tests; prepared for an H200
+#   (none started): eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=3: issue 10's ratio with three workers)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
