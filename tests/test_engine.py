@@ -330,9 +330,12 @@ def test_close_with_work_in_flight(cancel_pending):
         time.sleep(0.005)
     with pytest.raises(EngineClosed):
         eng.submit(pk, [asg])
+    closer.join(0.2)
+    assert closer.is_alive(), "close returned while a partition was still running"
     gate.set()
     closer.join(TIMEOUT)
     assert not closer.is_alive()
+    assert not any(ws.thread.is_alive() for ws in eng.devices[0].workers)
     verify_all(pk, running.result(TIMEOUT), [blocker])
     for f in queued:
         if cancel_pending:
@@ -757,6 +760,21 @@ def test_verify_flag_reaches_finish(verify):
     with engine(workers_per_gpu=1, stages=lambda i: fake, verify=verify) as eng:
         eng.submit(pk, [asg] * 3).result(TIMEOUT)
     assert seen == [verify] * 3
+
+
+def test_stage_records_carry_their_own_timings():
+    """Each stage record's ``timings`` are what that stage added to the partition's timings
+    (the bench's per-stage medians read them): prepare's validation and prep_msm, run's
+    reductions, finish's epilogue and verification, and no key in two stages' records."""
+    pk, asg = circuit(4)
+    with engine(workers_per_gpu=1, threads=1) as eng:
+        eng.submit(pk, [asg] * 2).result(TIMEOUT)
+        recs = [r for r in eng.timeline.records("stage") if r.partition == 1]
+    t = {r.name: set((r.args or {}).get("timings", {})) for r in recs}
+    assert {"validate", "prep_msm"} <= t["prepare"] and "h" in t["run"]
+    assert {"epilogue", "verify"} <= t["finish"], t
+    keys = [k for names in t.values() for k in names]
+    assert len(keys) == len(set(keys)), t
 
 
 class _FakeNvtx:
