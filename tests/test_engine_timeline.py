@@ -26,6 +26,33 @@ def _tl(parts):
     return tl
 
 
+def test_records_waits_and_trace_values(tmp_path):
+    """The timeline's small contracts: ``add`` returns the record, ``len``, ``as_dict`` and the
+    repr name the interval, lock waits summed and their median per lock, and the Chrome trace
+    writes NumPy scalars as numbers and any other value as its text (returning the path)."""
+    import pathlib
+
+    import numpy as np
+    tl = Timeline()
+    rec = tl.add("wait", "compute", 0, 1, 7, 2, 1, 0.5, 1.5)
+    for t0, t1 in ((2.0, 5.0), (6.0, 8.0)):
+        tl.add("wait", "compute", 0, 1, 7, 2, 1, t0, t1)
+    tl.add("wait", "memory", 0, 0, 7, 3, 1, 0.0, 0.25)
+    tl.add("stage", "run", 0, 1, 7, 2, 1, 1.5, 2.0, {"bytes": np.int64(5), "where": pathlib.Path("k")})
+    assert len(tl) == 5 and tl.records("wait")[0] is rec
+    assert rec.as_dict() == {"kind": "wait", "name": "compute", "device": 0, "worker": 1,
+                             "job": 7, "partition": 2, "priority": 1, "t0": 0.5, "t1": 1.5,
+                             "args": None}
+    assert "wait:compute" in repr(rec) and "job 7/2" in repr(rec)
+    m = tl.metrics()
+    assert m["lock_wait_median_s"] == {"compute": 2.0, "memory": 0.25}
+    assert m["lock_wait_total_s"] == {"compute": 6.0, "memory": 0.25}
+    path = tmp_path / "t.json"
+    assert tl.write_chrome_trace(str(path)) == str(path)
+    run = [e for e in json.loads(path.read_text())["traceEvents"] if e["name"] == "run"]
+    assert run[0]["args"]["bytes"] == 5 and run[0]["args"]["where"] == "k"
+
+
 def test_merge_intervals():
     assert merge_intervals([(3, 4), (0, 1), (0.5, 2), (2, 2.5), (5, 5)]) == [(0, 2.5), (3, 4),
                                                                             (5, 5)]
