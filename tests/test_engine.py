@@ -890,6 +890,36 @@ def test_failing_device_leaves_the_other_working(mode):
             assert dev["budget"]["used"] == keys
 
 
+def test_worker_of_a_quarantined_device_hands_partitions_back():
+    """A worker that dequeues a partition after its device was quarantined hands it back to the
+    queue and stops: the partition is proved on the other device, nothing runs on the
+    quarantined one, no job is lost.  Deterministic: device 0 is quarantined by hand (the state
+    a fault leaves), device 1's two workers are held in prepare, so device 0's two workers are
+    the only ones that can dequeue the next job's partitions."""
+    from cuzk._errors import CudaError
+    pk, asg = circuit(4)
+    hold = threading.Event()
+    stages = [Wrapped(CpuStages(1)), Wrapped(CpuStages(1), gate=lambda a: hold)]
+    # "split": no host gate, so both of device 1's workers enter prepare
+    with engine(devices=2, workers_per_gpu=2, stages=stages.__getitem__, threads=2,
+                thread_share="split") as eng:
+        try:
+            eng.devices[0].failed = CudaError("cuLaunchKernel", 719, "CUDA_ERROR_LAUNCH_FAILED",
+                                              "by hand")
+            blockers = eng.submit(pk, [asg] * 2)
+            wait_until(lambda: [w["state"] for w in eng.status()["devices"][1]["workers"]]
+                       == ["prepare"] * 2, "device 1's workers held in prepare")
+            job = eng.submit(pk, [asg] * 2)
+            wait_until(lambda: [w["state"] for w in eng.status()["devices"][0]["workers"]]
+                       == ["quarantined"] * 2, "device 0's workers to hand their partitions back")
+        finally:
+            hold.set()
+        verify_all(pk, blockers.result(TIMEOUT), [asg] * 2)
+        verify_all(pk, job.result(TIMEOUT), [asg] * 2)
+        assert not [r for r in eng.timeline.records("stage") if r.device == 0]
+        assert eng.status()["in_flight"] == 0
+
+
 def test_every_device_quarantined_fails_queued_jobs():
     """When the only device faults, its queued jobs fail with EngineError and submit refuses."""
     from cuzk._errors import CudaError
