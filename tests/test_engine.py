@@ -108,8 +108,11 @@ def test_injected_failure(where, mode, share):
         good1 = eng.submit(pk, [asg] * 2)
         bad = eng.submit(pk, [asg, poison, asg])
         good2 = eng.submit(pk, [asg] * 3, priority="high")
-        with pytest.raises(Injected, match=where):
+        with pytest.raises(Injected, match=where) as err:
             bad.result(TIMEOUT)
+        # the error names where it happened; a non-CUDA error quarantines no device
+        assert any(f"job {bad.job_id} partition 1 of 3" in n for n in err.value.__notes__)
+        assert all(d["failed"] is None for d in eng.status()["devices"])
         verify_all(pk, good1.result(TIMEOUT), [asg] * 2)
         verify_all(pk, good2.result(TIMEOUT), [asg] * 3)
         after = eng.submit(pk, [asg] * 2)            # the workers are still there
@@ -345,7 +348,30 @@ def test_close_with_work_in_flight(cancel_pending):
     assert budget.used == 0                       # keys released too
     st = eng.status()
     assert st["closed"] and all(w["state"] == "exited" for w in st["devices"][0]["workers"])
+    assert st["in_flight"] == 0                   # cancelled partitions gave their slots back
     eng.close()                                   # idempotent
+    with pytest.raises(EngineClosed):
+        eng.load(pk)
+
+
+def test_close_timeout_with_a_stuck_worker():
+    """close(timeout) raises EngineError naming the worker when one is still running then;
+    once it is done, close completes."""
+    pk, asg = circuit(4)
+    gate, held, stages = _gated()
+    stuck = _clone(asg)
+    held.add(id(stuck))
+    eng = Engine(workers_per_gpu=1, stages=stages.__getitem__, threads=1)
+    try:
+        fut = eng.submit(pk, [stuck])
+        assert stages[0].entered.wait(TIMEOUT)
+        with pytest.raises(EngineError, match=r"close: worker .* still running after 0.2 s"):
+            eng.close(timeout=0.2)
+    finally:
+        gate.set()
+    eng.close(timeout=TIMEOUT)
+    verify_all(pk, fut.result(TIMEOUT), [stuck])
+    assert eng.status()["closed"]
 
 
 def test_close_closes_every_worker_context_once():
