@@ -49,8 +49,11 @@ def test_records_waits_and_trace_values(tmp_path):
     assert m["lock_wait_total_s"] == {"compute": 6.0, "memory": 0.25}
     path = tmp_path / "t.json"
     assert tl.write_chrome_trace(str(path)) == str(path)
-    run = [e for e in json.loads(path.read_text())["traceEvents"] if e["name"] == "run"]
+    events = json.loads(path.read_text())["traceEvents"]
+    run = [e for e in events if e["name"] == "run"]
     assert run[0]["args"]["bytes"] == 5 and run[0]["args"]["where"] == "k"
+    assert [(e["pid"], e["args"]["name"]) for e in events if e["name"] == "process_name"] == \
+        [(0, "device 0")]
 
 
 def test_merge_intervals():
@@ -94,6 +97,22 @@ def test_metrics_exact():
     one = _tl([(0, 0, 1, 0, (1.0, 1.1), (1.1, 2.0), None)]).metrics()   # one region: no period
     assert one["steady_s_per_partition"] is None and one["s_per_partition"] is not None
     assert (m["early_partitions"], m["early_fallbacks"]) == (0, 0)
+
+
+def test_metrics_exact_under_a_second():
+    """The same figures for a run shorter than a second (small partitions): regions [0.1, 0.3]
+    and [0.4, 0.6] on one device, partitions from 0.09 to 0.61."""
+    tl = _tl([(0, 0, 1, 0, (0.1, 0.15), (0.15, 0.3), None),
+              (0, 1, 1, 1, (0.4, 0.45), (0.45, 0.6), None)])
+    m = tl.metrics()
+    wall = 0.61 - 0.09
+    assert m["wall_s"] == pytest.approx(wall)
+    assert m["gpu_efficiency"] == pytest.approx(0.4 / wall)
+    assert m["kernel_busy"] == pytest.approx(0.4 / wall)
+    assert m["steady_gpu_efficiency"] == pytest.approx(0.4 / 0.5)
+    assert m["steady_kernel_busy"] == pytest.approx(0.4 / 0.5)
+    assert m["steady_s_per_partition"] == pytest.approx(0.3)       # ends at 0.3 and 0.6
+    assert m["gaps"]["50_500ms"] == 1 and m["gaps"]["total_s"] == pytest.approx(0.1)
 
 
 def test_early_plan_regions_start_after_the_abc_upload():
