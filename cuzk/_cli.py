@@ -461,8 +461,9 @@ def _parser():
     e.add_argument("--workers-per-gpu", default=None, metavar="W[,W...]",
                    help="worker threads per device, e.g. 2 or 1,2,4 (default 2)")
     e.add_argument("--lock-mode", default=None, metavar="MODE[,MODE...]",
-                   help="coarse,narrow,two-lock (default: these three), overlap (two-lock with the "
-                        "compute lock released once a region is enqueued; none: only --single)")
+                   help="coarse,narrow,two-lock (the default: all three), overlap (opt-in: two-lock "
+                        "with the compute lock released once a region is enqueued), or none "
+                        "(only --single)")
     e.add_argument("--devices", default=None, metavar="N[,N...]",
                    help="devices to use, e.g. 2 or 1,2 (each count benched in turn on the same "
                         "inputs: multi-GPU scaling; CPU backend: simulated devices; default all / 1)")

@@ -193,7 +193,7 @@ def test_chrome_trace(run_timeline, tmp_path):
 def test_png(run_timeline, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "g.png"
-    run_timeline.write_png(str(path), title="two-lock")
+    assert run_timeline.write_png(str(path), title="two-lock") == str(path)
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
