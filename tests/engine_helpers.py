@@ -169,7 +169,8 @@ class FakeStages:
     stage_names = ("prepare", "upload", "run", "finish")
 
     def __init__(self, nbytes=100, on_prepare=None, on_run=None, on_sync=None):
-        self.nbytes, self.on_prepare, self.on_run, self.on_sync = nbytes, on_prepare, on_run, on_sync
+        self.nbytes, self.on_prepare = nbytes, on_prepare
+        self.on_run, self.on_sync = on_run, on_sync
         self.live = set()
         self.lock = threading.Lock()
 

@@ -1975,7 +1975,7 @@ def test_engine_early_plan_falls_back(fake, monkeypatch, mode, refuse):
     assert [("fallback" in (r.args or {})) for r in heads] == [True, False]
     assert "injected" in heads[0].args["fallback"]
     assert [r.partition for r in stages if r.name == "run"] == [0]
-    lock = {"coarse": "device", "narrow": "compute", "two-lock": "compute", "overlap": "compute"}[mode]
+    lock = "device" if mode == "coarse" else "compute"
     assert sum(r.name == lock for r in holds) == 3        # early (released), normal, early
 
 

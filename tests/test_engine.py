@@ -101,7 +101,7 @@ def test_injected_failure(where, mode, share):
     released (adaptive: the host and region counts too, or the gate would stall); the other jobs
     finish and the workers go on."""
     pk, asg = circuit(4)
-    poison = cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
+    poison = _clone(asg)
     stages = [Wrapped(CpuStages(1), fail={where: lambda a: a is poison}) for _ in range(2)]
     with engine(devices=2, workers_per_gpu=2, lock_mode=mode, stages=stages.__getitem__,
                 threads=2, thread_share=share) as eng:
@@ -248,6 +248,14 @@ def _prepare_order(eng, skip=()):
         if r.name == "prepare" and r.job not in skip)]
 
 
+def _submit_in_thread(eng, *args):
+    """``eng.submit(*args)`` (blocking) on a daemon thread (``start_daemon``); returns
+    (thread, out): out receives the future.  A submit a defect leaves blocked fails the test
+    through a bounded join instead of hanging it."""
+    out = []
+    return start_daemon(lambda: out.append(eng.submit(*args))), out
+
+
 def _clone(asg):
     return cuzk.Assignment(**{f: getattr(asg, f) for f in asg.__dataclass_fields__})
 
@@ -296,14 +304,10 @@ def test_close_while_submit_waits_for_a_slot():
     eng = Engine(workers_per_gpu=1, max_in_flight=1, stages=stages.__getitem__, threads=1)
     running = eng.submit(pk, [blocker])
     assert stages[0].entered.wait(TIMEOUT)
-    box = []
-    submitter = threading.Thread(target=lambda: box.append(eng.submit(pk, [asg] * 3)), daemon=True)
-    submitter.start()
+    submitter, box = _submit_in_thread(eng, pk, [asg] * 3)
     submitter.join(0.3)
     assert submitter.is_alive() and not box          # waiting for the slot the blocker holds
-    closer = threading.Thread(target=eng.close, kwargs={"cancel_pending": True,
-                                                         "timeout": TIMEOUT}, daemon=True)
-    closer.start()
+    closer = start_daemon(lambda: eng.close(cancel_pending=True, timeout=TIMEOUT))
     submitter.join(TIMEOUT)
     assert not submitter.is_alive() and box[0].cancelled()
     gate.set()
@@ -480,11 +484,10 @@ def test_failed_job_runs_no_further_partition():
     poison = _clone(asg)
     stages = [Wrapped(CpuStages(1), fail={"prepare-before": lambda a: a is poison})]
     with engine(workers_per_gpu=1, max_in_flight=1, stages=stages.__getitem__, threads=1) as eng:
-        box = {}        # the blocking submit on a daemon thread: a slot never returned fails, bounded
-        t = start_daemon(lambda: box.setdefault("bad", eng.submit(pk, [poison] + [asg] * 3)))
+        t, box = _submit_in_thread(eng, pk, [poison] + [asg] * 3)
         t.join(TIMEOUT)
         assert not t.is_alive(), "the blocking submit never got its slots back"
-        bad = box["bad"]
+        bad = box[0]
         with pytest.raises(Injected, match="prepare-before"):
             bad.result(TIMEOUT)
         wait_until(lambda: eng.status()["in_flight"] == 0, "every slot back")
@@ -541,7 +544,8 @@ def test_status_names_what_each_worker_runs():
     partition it runs and the partitions it finished before; idle with none after."""
     pk, asg = circuit(4)
     seen, engines = [], []
-    fake = FakeStages(on_run=lambda part: seen.append(engines[0].status()["devices"][0]["workers"]))
+    fake = FakeStages(on_run=lambda part: seen.append(
+        engines[0].status()["devices"][0]["workers"]))
     with engine(workers_per_gpu=1, stages=lambda i: fake) as eng:
         engines.append(eng)
         fut = eng.submit(pk, [asg] * 2)
@@ -550,11 +554,12 @@ def test_status_names_what_each_worker_runs():
         after = eng.status()["devices"][0]["workers"]
     got = [(w[0]["state"], w[0]["job"], w[0]["partition"], w[0]["done"]) for w in seen]
     assert got == [("run", fut.job_id, 0, 0), ("run", fut.job_id, 1, 1)], got
-    assert [(w["state"], w["job"], w["partition"], w["done"]) for w in after] == [("idle", None, None, 2)]
+    assert [(w["state"], w["job"], w["partition"], w["done"]) for w in after] == \
+        [("idle", None, None, 2)]
 
 
-@pytest.mark.parametrize("mode,workers,want", [("coarse", 3, 1), ("narrow", 3, 3), ("two-lock", 2, 2),
-                                                ("overlap", 1, 1)])
+@pytest.mark.parametrize("mode,workers,want", [("coarse", 3, 1), ("narrow", 3, 3),
+                                                ("two-lock", 2, 2), ("overlap", 1, 1)])
 def test_key_placed_for_the_partitions_in_flight(mode, workers, want):
     """``load`` asks the stages to place the key for the partitions that may hold device memory
     at once: one under ``coarse`` (one lock around the whole partition), else one per worker."""
@@ -823,17 +828,13 @@ class _FakeNvtx:
         with self.mu:
             self._stack().pop()
 
+    @contextlib.contextmanager
     def annotate(self, message, color=None, domain=None):
-        fake = self
-
-        @contextlib.contextmanager
-        def rng():
-            fake.push_range(message)
-            try:
-                yield
-            finally:
-                fake.pop_range()
-        return rng()
+        self.push_range(message)
+        try:
+            yield
+        finally:
+            self.pop_range()
 
 
 @pytest.mark.parametrize("mode", MODES)

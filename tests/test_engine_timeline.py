@@ -38,7 +38,8 @@ def test_records_waits_and_trace_values(tmp_path):
     for t0, t1 in ((2.0, 5.0), (6.0, 8.0)):
         tl.add("wait", "compute", 0, 1, 7, 2, 1, t0, t1)
     tl.add("wait", "memory", 0, 0, 7, 3, 1, 0.0, 0.25)
-    tl.add("stage", "run", 0, 1, 7, 2, 1, 1.5, 2.0, {"bytes": np.int64(5), "where": pathlib.Path("k")})
+    tl.add("stage", "run", 0, 1, 7, 2, 1, 1.5, 2.0,
+           {"bytes": np.int64(5), "where": pathlib.Path("k")})
     assert len(tl) == 5 and tl.records("wait")[0] is rec
     assert rec.as_dict() == {"kind": "wait", "name": "compute", "device": 0, "worker": 1,
                              "job": 7, "partition": 2, "priority": 1, "t0": 0.5, "t1": 1.5,

@@ -711,14 +711,16 @@ class Engine:
             self._jobs[job.id] = job
         with self._keys_lock:
             ek.in_use += job.n
+        # the job failed or was cancelled, or the engine is closing
+        stop = lambda: job.finished or self._closing      # noqa: E731
         try:
             for i, (a, (r, s)) in enumerate(zip(asgs, randomizers)):
                 if block:
-                    if not self._slots.acquire(1, True, lambda: job.finished or self._closing):
+                    if not self._slots.acquire(1, True, stop):
                         break
-                    if job.finished or self._closing:   # the slot came as the job failed: queue
-                        self._slots.release(1)          # nothing more (deterministic, not racing
-                        break                           # the acquire's own poll)
+                    if stop():      # the slot came as the job ended: queue nothing more
+                        self._slots.release(1)
+                        break
                     admitted += 1
                 task = _Task(job, i, a, r, s)
                 task.t_queued = self.timeline.now()
