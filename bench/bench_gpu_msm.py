@@ -3,6 +3,7 @@
     python bench/bench_gpu_msm.py [--quick] [--g1 20,22,24] [--g2 20,22] [--kinds uniform,bits90,real_tail]
                                   [--c auto|16,18,20] [--segment 64|32,64,128] [--k 1|1,4,8]
                                   [--balance bucket|bucket,flat] [--scatter-buckets auto|17,19,32]
+                                  [--scatter auto|offsets,cursors]
                                   [--form montgomery|canonical] [--runs 5] [--no-check] [--json F]
                                   [--peer LIB]
 
@@ -17,7 +18,7 @@ median of each column:
              host), events
   pre ms     precompute_bases for k > 1 (once per resident key), events; pre GiB its table
 
---c/--segment/--k/--balance/--scatter-buckets take lists: every combination is a row (the choices issue 9 leaves to
+--c/--segment/--k/--balance/--scatter-buckets/--scatter take lists: every combination is a row (the choices issue 9 leaves to
 measurement).  Bases: a random set of 2^18 points (fixed-base multiplication on the CPU) tiled to
 n — the MSM's time does not depend on the bases being distinct.  Each (group, n, kind) is checked
 against the CPU MSM (cuzk._native._msm, all cores) unless --no-check.  The table is printed last;
@@ -104,15 +105,16 @@ def timed(st, s, fn, runs):
 
 
 def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, runs, want, cache, balance=None,
-              scatter=None):
+              scatter=None, mode=None):
     M._SCATTER_BUCKETS = scatter or _SCATTER_DEFAULT
+    M._SCATTER_MODE = mode or _SCATTER_MODE_DEFAULT
     if c is None:                   # "auto": what msm_g1/msm_g2 choose for these host scalars
         c = M.sampled_window(group, sc_host, "canonical", k)             # sc_host: canonical
     if balance is None:
         balance = M.sampled_balance(group, sc_host, "canonical", c, k)
     plan = M.msm_plan(n, group, st.device, npoints=n, c=c, k=k, segment=segment, balance=balance)
     row = dict(group=group, lg=n.bit_length() - 1, n=n, kind=kind, c=plan.c, W=plan.W, k=k, Wk=plan.Wk,
-               balance=plan.balance, sb=M._SCATTER_BUCKETS,
+               balance=plan.balance, sb=M._SCATTER_BUCKETS, scatter=M._SCATTER_MODE,
                S=plan.S, levels=plan.levels, P=plan.P, form=form,
                scratch_gib=plan.scratch_bytes / 2**30, pre_gib=plan.precompute_bytes / 2**30)
     table = None
@@ -151,7 +153,7 @@ def bench_one(st, s, group, n, d_pts, d_sc, sc_host, kind, c, segment, k, form, 
     return row
 
 
-_SCATTER_DEFAULT = M._SCATTER_BUCKETS
+_SCATTER_DEFAULT, _SCATTER_MODE_DEFAULT = M._SCATTER_BUCKETS, M._SCATTER_MODE
 
 
 class Peer:
@@ -208,6 +210,8 @@ def main(argv=None):
                    help=f"level 0's work split, a list of auto (default_balance), {','.join(M.BALANCES)}")
     p.add_argument("--scatter-buckets", default="auto",
                    help="buckets per scatter pass (log2 values), auto or a list: CUZK_MSM_SCATTER_BUCKETS's default")
+    p.add_argument("--scatter", default="auto",
+                   help=f"the scatter's bucket positions, auto (CUZK_MSM_SCATTER) or a list of {','.join(M.SCATTER_MODES)}")
     p.add_argument("--k", default="1", help="precomputed copies of the bases, a list")
     p.add_argument("--form", choices=M.SCALAR_FORMS, default="montgomery")
     p.add_argument("--runs", type=int, default=5)
@@ -227,7 +231,8 @@ def main(argv=None):
     kinds = [x for x in args.kinds.split(",") if x]
     balances = [None if x == "auto" else x for x in args.balance.split(",") if x]
     scat = [None if x is None else 1 << x for x in _opt_ints(args.scatter_buckets)]
-    combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances, scat))
+    modes = [None if x == "auto" else x for x in args.scatter.split(",") if x]
+    combos = list(itertools.product(_opt_ints(args.c), _opt_ints(args.segment), _ints(args.k), balances, scat, modes))
     sizes = [("g1", lg) for lg in _ints(args.g1)] + [("g2", lg) for lg in _ints(args.g2)]
     print(f"{dev.name}; CPU: {os.cpu_count()} cores; scalars {args.form}; runs {args.runs}", flush=True)
     peer = Peer(args.peer) if args.peer else None
@@ -251,10 +256,10 @@ def main(argv=None):
             if peer is not None and group == "g1":
                 peer_ms, peer_sum = peer.time(pts, dev_form, args.form == "montgomery", args.runs)
                 print(f"  {group} 2^{lg} {kind:9s} peer: {peer_ms:.2f} ms", flush=True)
-            for c, seg, k, bal, sb in combos:
+            for c, seg, k, bal, sb, mode in combos:
                 try:
                     row = bench_one(st, s, group, n, d_pts, d_sc, sc, kind, c, seg, k, args.form, args.runs,
-                                    want, tables, bal, sb)
+                                    want, tables, bal, sb, mode)
                 except (ValueError, MemoryError) as e:
                     print(f"  {group} 2^{lg} {kind} c={c} S={seg} k={k}: skipped ({e})", flush=True)
                     continue
@@ -267,7 +272,7 @@ def main(argv=None):
                 row.pop("_got", None)
                 all_ok &= row["same"] is not False
                 rows.append(row)
-                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']}: gpu {row['gpu_ms']:.2f} ms, "
+                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']} {row['scatter']}: gpu {row['gpu_ms']:.2f} ms, "
                       f"host {row['host_ms']:.2f} ms, same={row['same']}", flush=True)
             d_sc.free(s)
             s.synchronize()

@@ -149,6 +149,19 @@ for step in "$@"; do
                --k 1,4,13 --runs 5 --json "$OUT/peer24.json" 2>&1 | tee "$OUT/peer24.log" | tail -20
           timeout 120 python3 bench/bench_gpu_msm.py --peer "$PEER_LIB" --g1 20 --g2 '' --kinds real_tail \
                --k 1,4,13 --runs 5 --json "$OUT/peer20rt.json" 2>&1 | tee "$OUT/peer20rt.log" | tail -4 ;;
+    scatab) # the scatter through absolute cursors (one atomic + one write per entry) against through off[b] (+ a
+            # random 8-byte load): the GPU MSM tests with cursors, then CUZK_MSM_PROFILE's step times, the two
+            # forms alternating in one process: G1 2^24 k = 13 (== CPU, three kinds), 2^27 k = $SCATAB_K27 (5: an
+            # H200; 2 fits an H100) uniform, 2^18 and 2^19 buckets per pass (cursors: 4 bytes of bucket state each,
+            # not 12)
+          CUZK_MSM_SCATTER=cursors timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py 2>&1 \
+               | tee "$OUT/scatab_tests.log" | tail -2
+          CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90,real_tail \
+               --c 20 --k 13 --scatter offsets,cursors,offsets,cursors --runs 5 --json "$OUT/scatab24.json" 2>&1 \
+               | tee "$OUT/scatab24.log" | grep -E "^(g1|  g1)|scatter=|rror" | sed -E 's/.*(n=[0-9]+).*(count=.*level0=[0-9.]+).*/\1 \2/' | tail -32
+          CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 \
+               --k ${SCATAB_K27:-5} --scatter-buckets 18,19 --scatter offsets,cursors,offsets,cursors --no-check --runs 3 --json "$OUT/scatab27.json" 2>&1 \
+               | tee "$OUT/scatab27.log" | grep -E "^(g1|  g1)|scatter=|rror" | sed -E 's/.*(n=[0-9]+).*(count=.*level0=[0-9.]+).*/\1 \2/' | tail -20 ;;
     peergoal) # issue 9's goals at their k, $PEER_LIB's MSM (when set) timed in the same process on the same inputs:
               # G1 2^26 with 13 copies and 2^27 with 5 (each peer sum against cuzk's; ~90 GiB of device memory at
               # 2^27: an H200); real_tail without the peer (its heavy buckets take seconds an MSM there)

@@ -39,6 +39,7 @@ from ._cuda_pending import AFFINE_WORDS, XYZZ_WORDS, PendingPoint, ReadyPoint
 from ._cuda_state import DeviceState, state_for
 
 __all__ = ["MsmPlan", "msm_plan", "enqueue_msm", "SortShare", "precompute_bases", "window_bits", "SCALAR_FORMS", "BALANCES",
+           "SCATTER_MODES", "scatter_cursors",
            "default_balance", "sampled_balance", "sampled_window", "default_window", "G1_ONE_SET", "msm_g1", "msm_g1_indexed", "msm_g2", "msm_g2_indexed"]
 
 SCALAR_FORMS = ("canonical", "montgomery")
@@ -84,6 +85,11 @@ _SCAN_ITEMS = 8            # items per thread of the tiled prefix sums
 # Measured (H200, G1 2^27, c = 20, k = 2, uniform): 3.6 M buckets in one pass 167 ms, 2^20 per pass
 # 116, 2^19 103, 2^18 93.5 (each pass re-reads the scalars: ~1.3 ms at 2^27).
 _SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
+# The scatter's bucket positions (msm::scatter; bench: --scatter): "offsets" reads off[b] beside
+# the atomic on counts[b] for every entry; "cursors" first turns counts into absolute 32-bit
+# cursors (msm::cursors), so an entry costs an atomic and a write (taken where n·W < 2^32).
+SCATTER_MODES = ("offsets", "cursors")
+_SCATTER_MODE = os.environ.get("CUZK_MSM_SCATTER", "offsets")
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
 # and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
@@ -473,11 +479,20 @@ def scatter_passes(nb, per_pass=None):
     return [(lo, min(nb, lo + step)) for lo in range(0, nb, step)]
 
 
+def scatter_cursors(plan):
+    """Whether ``_sort`` scatters through absolute 32-bit cursors (``_SCATTER_MODE`` "cursors"
+    and every entry position, < n·W, below 2^32)."""
+    if _SCATTER_MODE not in SCATTER_MODES:
+        raise ValueError(f"CUZK_MSM_SCATTER must be one of {SCATTER_MODES}, got {_SCATTER_MODE!r}")
+    return _SCATTER_MODE == "cursors" and plan.n * plan.W < 1 << 32
+
+
 def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
     """Enqueue the counting sort of the (bucket, ±point) entries: ptr["off_a"] = the bucket offsets,
-    ptr["entries"] sorted by bucket, ptr["counts"] back to 0.  ``mark(name)`` after each of its
-    three steps (count, scan, scatter: CUZK_MSM_PROFILE's breakdown).  The scatter runs in
-    ``scatter_passes(plan.nb)``, one launch each."""
+    ptr["entries"] sorted by bucket, ptr["counts"] spent (back to 0, or with ``scatter_cursors``
+    each bucket's start mod 2^32).  ``mark(name)`` after each of its three steps (count, scan,
+    scatter: CUZK_MSM_PROFILE's breakdown).  The scatter runs in ``scatter_passes(plan.nb)``, one
+    launch each."""
     mark = mark or (lambda name: None)
     d = _driver()
     n, c, W, Wk, nb = plan.n, plan.c, plan.W, plan.Wk, plan.nb
@@ -488,10 +503,15 @@ def _sort(st, s, plan, ptr, d_scalars_ptr, d_idx_ptr, mont, mark=None):
                              ("I", Wk), ("I", mont)])
     mark("count")
     _scan(st, s, plan, ptr["off_a"], ptr["tiles"], counts=ptr["counts"])
+    off = ptr["off_a"]
+    if scatter_cursors(plan):
+        st.fn("cuzk_msm_cursors").launch(s, _grid(nb, _THREADS, plan.sm_count, 16), _THREADS,
+                                         [("P", ptr["counts"]), ("P", off), ("I", nb)])
+        off = 0
     mark("scan")
     for b_lo, b_hi in scatter_passes(nb):
         st.fn("cuzk_msm_scatter").launch(
-            s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", ptr["off_a"]),
+            s, dgrid, _THREADS, [("P", ptr["entries"]), ("P", ptr["counts"]), ("P", off),
                                  ("P", d_scalars_ptr), ("P", d_idx_ptr), ("I", n), ("I", plan.npoints),
                                  ("I", c), ("I", W), ("I", Wk), ("I", mont), ("I", b_lo), ("I", b_hi)])
     mark("scatter")

@@ -125,17 +125,28 @@ def device_entries(fake, gpu_msm, ints, c, form="canonical", k=1, N=None):
     finally:
         for b in list(bufs.values()) + [d_sc]:
             b.free()
-    assert not left.any(), "scatter must count every bucket back to 0"
+    if M.scatter_cursors(plan):
+        assert np.array_equal(left, off[:-1].astype(np.uint32)), "every cursor ends at its bucket's start"
+    else:
+        assert not left.any(), "scatter must count every bucket back to 0"
     assert np.array_equal(np.diff(off.astype(np.int64)), counts), "bucket sizes = the reference digits'"
     return plan, off, ent[: int(off[-1])]
+
+
+@pytest.fixture(params=["offsets", "cursors"])
+def scatter_mode(request, gpu_msm, monkeypatch):
+    """Both scatter forms (``_cuda_msm.SCATTER_MODES``): through off[b], through cursors."""
+    monkeypatch.setattr(gpu_msm, "_SCATTER_MODE", request.param)
+    return request.param
 
 
 @pytest.mark.parametrize("c,k", [(2, 1), (3, 1), (4, 1), (5, 1), (8, 1), (13, 1), (16, 1), (4, 3), (7, 2),
                                  (5, 52)])
 @pytest.mark.parametrize("form", ["canonical", "montgomery"])
-def test_device_digits_reconstruct_scalars(fake, gpu_msm, c, k, form):
+def test_device_digits_reconstruct_scalars(fake, gpu_msm, scatter_mode, c, k, form):
     """The entries the device writes (bucket → ±point, copy) are exactly the reference's signed
-    digits: for every scalar, Σ ±(j + 1)·2^((q·Wk + w')·c) over its entries == k_i."""
+    digits: for every scalar, Σ ±(j + 1)·2^((q·Wk + w')·c) over its entries == k_i (both scatter
+    forms)."""
     rnd = random.Random(c * 100 + k)
     ints = [x % R for x in EDGE] + [rnd.randrange(R) for _ in range(26)]
     n = len(ints)
@@ -156,10 +167,11 @@ def test_device_digits_reconstruct_scalars(fake, gpu_msm, c, k, form):
 
 
 @pytest.mark.parametrize("c,k,per_pass", [(2, 1, 1), (5, 1, 5), (8, 2, 37), (13, 1, 4096), (7, 2, 64)])
-def test_scatter_in_bucket_passes(fake, gpu_msm, monkeypatch, c, k, per_pass):
+def test_scatter_in_bucket_passes(fake, gpu_msm, scatter_mode, monkeypatch, c, k, per_pass):
     """The scatter run in several bucket-range passes (ranges that cut windows in the middle, one
     bucket per pass) sorts exactly the reference's entries: bucket sizes, every digit once, the
-    scalars reconstructed, every count back to 0 (device_entries checks these)."""
+    scalars reconstructed, every count back to 0 or cursor at its bucket's start (device_entries
+    checks these), in both scatter forms."""
     monkeypatch.setattr(gpu_msm, "_SCATTER_BUCKETS", per_pass)
     rnd = random.Random(c * 1000 + per_pass)
     ints = [x % R for x in EDGE] + [rnd.randrange(R) for _ in range(10)]
@@ -173,6 +185,23 @@ def test_scatter_in_bucket_passes(fake, gpu_msm, monkeypatch, c, k, per_pass):
             copy, i = divmod(int(e) & 0x7fffffff, n)
             got[i] += (-1 if int(e) >> 31 else 1) * (j + 1) << ((copy * plan.Wk + w1) * c)
     assert got == ints
+
+
+def test_scatter_cursors_only_where_positions_fit(gpu_msm, monkeypatch):
+    """The cursor form is taken only where asked and every entry position (< n·W) fits 32 bits;
+    an unknown CUZK_MSM_SCATTER is a ValueError naming the choices."""
+    small = gpu_msm.msm_plan(1000, "g1", None, c=16)
+    big = gpu_msm.msm_plan(1 << 28, "g1", None, c=16)                  # W = 16: n·W = 2^32
+    edge = gpu_msm.msm_plan((1 << 28) - 1, "g1", None, c=16)           # n·W = 2^32 − 16
+    assert big.n * big.W >= 1 << 32 > edge.n * edge.W
+    monkeypatch.setattr(gpu_msm, "_SCATTER_MODE", "offsets")
+    assert not gpu_msm.scatter_cursors(small)
+    monkeypatch.setattr(gpu_msm, "_SCATTER_MODE", "cursors")
+    assert gpu_msm.scatter_cursors(small) and gpu_msm.scatter_cursors(edge)
+    assert not gpu_msm.scatter_cursors(big)
+    monkeypatch.setattr(gpu_msm, "_SCATTER_MODE", "cursor")
+    with pytest.raises(ValueError, match="offsets"):
+        gpu_msm.scatter_cursors(small)
 
 
 def test_scatter_passes_cover_the_buckets(gpu_msm):
@@ -349,8 +378,9 @@ def test_msm_level_cases_cover_skips_and_full_runs(gpu_msm, rng):
 
 @pytest.mark.parametrize("k,c", [(2, 5), (3, 4), (4, 8), (52, 5), (16, 16)])   # (16, 16): precompute "auto" to 2^21
 @pytest.mark.parametrize("kind", ["uniform", "bits90", "r_minus_1"])
-def test_msm_g1_precomputed(gpu_msm, rng, k, c, kind):
-    """k shifted copies of the bases (precompute_bases): ceil(W/k) windows, the same sum."""
+def test_msm_g1_precomputed(gpu_msm, scatter_mode, rng, k, c, kind):
+    """k shifted copies of the bases (precompute_bases): ceil(W/k) windows, the same sum (both
+    scatter forms)."""
     n = 60
     pts = points("g1", n)
     sc = dist_scalars(rng, n, kind)
@@ -377,8 +407,9 @@ def test_msm_g1_flat_balance_matches_cpu(gpu_msm, rng, kind, n, c, segment):
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"flat {kind} n={n} c={c} S={segment}"
 
 
-def test_msm_flat_balance_indexed_precomputed_g2(gpu_msm, rng):
-    """Flat level 0 with an indexed MSM over precomputed copies, G1 and (if built) G2."""
+def test_msm_flat_balance_indexed_precomputed_g2(gpu_msm, scatter_mode, rng):
+    """Flat level 0 with an indexed MSM over precomputed copies, G1 and (if built) G2 (both
+    scatter forms)."""
     rnd = random.Random(12)
     pts = points("g1", 40, seed=3)
     idx = np.array([rnd.randrange(40) for _ in range(150)], dtype=np.uint32)
@@ -487,8 +518,9 @@ def test_sampled_window_widens_large_uniform_g1(gpu_msm, rng, monkeypatch):
         assert M.sampled_window("g1", dist_scalars(rng, m, kind)) == M.window_bits(m), kind
 
 
-def test_msm_g1_indexed_matches_cpu(gpu_msm, rng):
-    """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed."""
+def test_msm_g1_indexed_matches_cpu(gpu_msm, scatter_mode, rng):
+    """Σ k_i·P[idx_i] with repeated and unused bases (the prover's tails), also precomputed (both
+    scatter forms)."""
     rnd = random.Random(9)
     pts = points("g1", 40, seed=3)
     m = 150

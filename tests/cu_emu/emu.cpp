@@ -151,7 +151,7 @@ const std::map<std::string, kernel_t> KERNELS = {
     EMU_KERNEL(cuzk_fr_mul),   EMU_KERNEL(cuzk_fr_add),
     EMU_KERNEL(cuzk_fr_sub),   EMU_KERNEL(cuzk_fr_bitrev), EMU_KERNEL(emu_fr_ops),
     EMU_KERNEL(emu_fq_ops),    EMU_KERNEL(cuzk_h_odd_gather),
-    EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter),
+    EMU_KERNEL(cuzk_msm_count), EMU_KERNEL(cuzk_msm_scatter), EMU_KERNEL(cuzk_msm_cursors),
     EMU_KERNEL(cuzk_msm_tiles_counts), EMU_KERNEL(cuzk_msm_apply_counts),
     EMU_KERNEL(cuzk_msm_tiles_segments), EMU_KERNEL(cuzk_msm_apply_segments),
     EMU_KERNEL(cuzk_msm_scan_block),

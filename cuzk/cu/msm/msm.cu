@@ -20,6 +20,11 @@ extern "C" __global__ void cuzk_msm_scatter(uint32_t* entries, uint32_t* counts,
     msm::scatter(entries, counts, off, scalars, idx, n, N, c, W, Wk, mont, b_lo, b_hi);
 }
 
+extern "C" __global__ void cuzk_msm_cursors(uint32_t* cur, const uint64_t* off, uint32_t nb)
+{
+    msm::cursors(cur, off, nb);
+}
+
 // Prefix sums over the buckets (msm::tile_totals / scan_block / tile_apply): of the counts
 // (off[b] = Σ_{b'<b} counts[b']) and of the segments (seg[b] = Σ_{b'<b} ceil((off[b'+1] −
 // off[b']) / S): segments of <= S items per bucket).  Dynamic shared memory: 8·blockDim.x bytes

@@ -178,6 +178,9 @@ CUZK_DEVICE void count(uint32_t* counts, const uint32_t* scalars, uint32_t n, ui
 // count() whose bucket b lies in [b_lo, b_hi); point = idx[i] (an indexed MSM) or i (idx null),
 // copy = w / Wk.  Takes those counts to 0.  A group of g lanes on bucket b takes counts[b] down
 // by g at once; lane of rank j in it (lanes numbered from the lowest) writes position old − 1 − j.
+// off null: counts holds cursors (cursors() below: each bucket's end as an absolute position),
+// taken down to each bucket's start; an entry then costs one atomic and one write, without the
+// load of off[b] (a third random access to L2 per entry).
 // The host runs it over bucket ranges one after another (passes): the writes of one pass go to
 // the entry ranges of fewer buckets at a time, whose partly written sectors then stay in L2
 // (profile at 2^27, c = 20: 3.6 M buckets in one pass cost 93 ps per entry, 0.26 M 34 ps).
@@ -198,9 +201,18 @@ CUZK_DEVICE void scatter(uint32_t* entries, uint32_t* counts, const uint64_t* of
             uint32_t left = 0;                                           // counts[b] before the group
             if (lane == leader) left = atomicAdd(counts + b, 0u - (uint32_t)__popc(peers));
             left = __shfl_sync(peers, left, leader);
-            entries[off[b] + left - 1 - rank] = (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u);
+            const uint64_t at = (off ? off[b] : 0) + (left - 1 - rank);
+            entries[at] = (pt + (w / Wk) * N) | (neg ? NEG_BIT : 0u);
         });
     }
+}
+
+// cur[b] = off[b + 1] (the end of bucket b's entries) for b < nb, as 32 bits: scatter's cursors
+// (off null there).  The host takes this form only when every position fits (n·W < 2^32).
+CUZK_DEVICE void cursors(uint32_t* cur, const uint64_t* off, uint32_t nb)
+{
+    for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += gridDim.x * blockDim.x)
+        cur[b] = (uint32_t)off[b + 1];
 }
 
 // Exclusive prefix sums out[b] = Σ_{b'<b} value(b'), b <= nb (out[nb] = the total), in three
