@@ -108,6 +108,24 @@ git log --oneline -1 2>/dev/null || true
 # cuab's A/B runs: bench_gpu_msm.py ARGS with the profile on, on the base tree (/tmp/cuab/base, made by the cuab
 # step) and the working tree's in turn, CUAB_ROUNDS (2) times; every run appended to $OUT/NAME.log after an
 # "== tree (round r)" line (one file per step: a device call brings back at most 8), its level-0 lines printed.
+# A CUZK_MSM_PROFILE=1 bench_gpu_msm.py log as one line per row: the row, its gpu ms, and the medians of the
+# steps count / scan / scatter / level0 over its timed runs (the profile lines before each row, less the warm-up).
+prof_rows() {  # LOG
+  python3 - "$1" <<'PY'
+import re, statistics, sys
+steps = []
+for line in open(sys.argv[1]):
+    m = re.search(r"msm g\d n=\d+ .*?: (.*) ms", line)
+    if m:
+        steps.append(dict((k, float(v)) for k, v in re.findall(r"(\w+)=([0-9.]+)", m.group(1))))
+    elif line.startswith("  g") and ": gpu" in line:
+        keep = steps[1:] or steps
+        med = {k: statistics.median(s.get(k, 0.0) for s in keep) for k in ("count", "scan", "scatter", "level0")}
+        head, tail = line.strip().split(": gpu", 1)
+        print(f"{head}: gpu{tail.split(',')[0]}; " + " ".join(f"{k}={v:.2f}" for k, v in med.items()), flush=True)
+        steps = []
+PY
+}
 cuab_alternate() {  # NAME TIMEOUT_S ARGS...
   local name=$1 secs=$2 r v; shift 2
   for r in $(seq "${CUAB_ROUNDS:-2}"); do for v in base new; do
@@ -152,16 +170,16 @@ for step in "$@"; do
     scatab) # the scatter through absolute cursors (one atomic + one write per entry) against through off[b] (+ a
             # random 8-byte load): the GPU MSM tests with cursors, then CUZK_MSM_PROFILE's step times, the two
             # forms alternating in one process: G1 2^24 k = 13 (== CPU, three kinds), 2^27 k = $SCATAB_K27 (5: an
-            # H200; 2 fits an H100) uniform, 2^18 and 2^19 buckets per pass (cursors: 4 bytes of bucket state each,
+            # H200; 2 fits an H100) uniform, 2^18 to 2^20 buckets per pass (cursors: 4 bytes of bucket state each,
             # not 12)
           CUZK_MSM_SCATTER=cursors timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_msm.py 2>&1 \
                | tee "$OUT/scatab_tests.log" | tail -2
           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform,bits90,real_tail \
-               --c 20 --k 13 --scatter offsets,cursors,offsets,cursors --runs 5 --json "$OUT/scatab24.json" 2>&1 \
-               | tee "$OUT/scatab24.log" | grep -E "^(g1|  g1)|scatter=|rror" | sed -E 's/.*(n=[0-9]+).*(count=.*level0=[0-9.]+).*/\1 \2/' | tail -32
+               --c 20 --k 13 --scatter offsets,cursors,offsets,cursors --runs 5 --json "$OUT/scatab24.json" \
+               > "$OUT/scatab24.log" 2>&1; grep -E "rror" "$OUT/scatab24.log" | tail -3; prof_rows "$OUT/scatab24.log"
           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 \
-               --k ${SCATAB_K27:-5} --scatter-buckets 18,19 --scatter offsets,cursors,offsets,cursors --no-check --runs 3 --json "$OUT/scatab27.json" 2>&1 \
-               | tee "$OUT/scatab27.log" | grep -E "^(g1|  g1)|scatter=|rror" | sed -E 's/.*(n=[0-9]+).*(count=.*level0=[0-9.]+).*/\1 \2/' | tail -20 ;;
+               --k ${SCATAB_K27:-5} --scatter-buckets 18,19,20 --scatter offsets,cursors,offsets,cursors --no-check --runs 3 --json "$OUT/scatab27.json" \
+               > "$OUT/scatab27.log" 2>&1; grep -E "rror" "$OUT/scatab27.log" | tail -3; prof_rows "$OUT/scatab27.log" ;;
     peergoal) # issue 9's goals at their k, $PEER_LIB's MSM (when set) timed in the same process on the same inputs:
               # G1 2^26 with 13 copies and 2^27 with 5 (each peer sum against cuzk's; ~90 GiB of device memory at
               # 2^27: an H200); real_tail without the peer (its heavy buckets take seconds an MSM there)
