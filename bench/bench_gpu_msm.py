@@ -283,13 +283,13 @@ def main(argv=None):
         s.synchronize()
 
     print()
-    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'gpu ms':>8s} "
+    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'sb':>3s} {'scatter':>7s} {'gpu ms':>8s} "
           f"{'host ms':>7s} {'h2d ms':>6s} {'pre ms':>7s} {'pre GiB':>7s} {'scr GiB':>7s} {'sppark':>6s} same")
     for r in rows:
         pre = f"{r['pre_ms']:7.1f}" if "pre_ms" in r else f"{'-':>7s}"
         sp = f"{r['sppark_ms']:6.1f}" if r["sppark_ms"] else f"{'-':>6s}"
         print(f"{r['group']:3s} 2^{r['lg']:<3d} {r['kind']:9s} {r['c']:2d} {r['S']:4d} {r['k']:2d} {r['Wk']:2d} "
-              f"{r['balance']:>6s} {r['sb'].bit_length() - 1:3d} "
+              f"{r['balance']:>6s} {r['sb'].bit_length() - 1:3d} {r['scatter']:>7s} "
               f"{r['gpu_ms']:8.2f} {r['host_ms']:7.2f} {r['h2d_ms']:6.2f} {pre} {r['pre_gib']:7.2f} "
               f"{r['scratch_gib']:7.2f} {sp} {r['same']}"
               + (f" {r['peer_ms']:8.2f} {(r['gpu_ms'] + r['host_ms']) / r['peer_ms']:9.3f} {r.get('peer_same')}"

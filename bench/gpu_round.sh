@@ -93,6 +93,8 @@
 # Session 53 (H100): regtests eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=2: the compute lock released once a region
 #   is enqueued, so consecutive regions overlap on the GPU) / eng27 (the same, ENG27_W=3) / tests; prepared for an H200
 #   (none started): eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=3: issue 10's ratio with three workers)
+# Session 54 (H100; no H200 started, 10 requests): scatab (SCATAB_K27=2: the scatter through cursors, adopted) / tests;
+#   the engine A/B run outside this script lacked the wheels (PYTHONPATH) and failed: eng27ab prepared for it
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -180,6 +182,15 @@ for step in "$@"; do
           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 \
                --k ${SCATAB_K27:-5} --scatter-buckets 18,19,20 --scatter offsets,cursors,offsets,cursors --no-check --runs 3 --json "$OUT/scatab27.json" \
                > "$OUT/scatab27.log" 2>&1; grep -E "rror" "$OUT/scatab27.log" | tail -3; prof_rows "$OUT/scatab27.log" ;;
+    eng27ab) # the 2^27 engine once per environment in ENG27AB_ENVS (space-separated VAR=value[,VAR=value] items, each
+             # its own process, in order: e.g. "CUZK_MSM_SCATTER=offsets CUZK_MSM_SCATTER=cursors CUZK_MSM_SCATTER=offsets"
+             # for a knob read at import), two-lock, ENG27_W workers (2), 10 partitions
+          i=0; for e in ${ENG27AB_ENVS:?set ENG27AB_ENVS}; do i=$((i+1))
+            env ${e//,/ } timeout ${ENG27_TIMEOUT:-130} python3 -m cuzk bench --log-n 27 --partitions 10 \
+                --workers-per-gpu ${ENG27_W:-2} --lock-mode two-lock --backend cuda --cache-dir memory ${ENG27_OPTS:-} \
+                --json "$OUT/eng27ab_$i.json" > "$OUT/eng27ab_$i.log" 2>&1
+            echo "== $i $e rc=$?"; grep -E "^ +27 " "$OUT/eng27ab_$i.log" | tail -1
+          done ;;
     peergoal) # issue 9's goals at their k, $PEER_LIB's MSM (when set) timed in the same process on the same inputs:
               # G1 2^26 with 13 copies and 2^27 with 5 (each peer sum against cuzk's; ~90 GiB of device memory at
               # 2^27: an H200); real_tail without the peer (its heavy buckets take seconds an MSM there)

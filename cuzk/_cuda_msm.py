@@ -88,8 +88,11 @@ _SCATTER_BUCKETS = int(os.environ.get("CUZK_MSM_SCATTER_BUCKETS", str(1 << 18)))
 # The scatter's bucket positions (msm::scatter; bench: --scatter): "offsets" reads off[b] beside
 # the atomic on counts[b] for every entry; "cursors" first turns counts into absolute 32-bit
 # cursors (msm::cursors), so an entry costs an atomic and a write (taken where n·W < 2^32).
+# H100, same process, alternating (bench/RESULTS.md session 54): G1 2^27 c = 20 k = 2 scatter
+# 118.1 -> 107.0 ms (MSM 730.1 -> 718.7), 2^24 k = 13 11.0 -> 9.5 (93.9 -> 92.6); bits90 and
+# real_tail -0.1 ms.  2^18 buckets per pass stays the best for both forms.
 SCATTER_MODES = ("offsets", "cursors")
-_SCATTER_MODE = os.environ.get("CUZK_MSM_SCATTER", "offsets")
+_SCATTER_MODE = os.environ.get("CUZK_MSM_SCATTER", "cursors")
 # balance "affine": threads per block (a power of two: msm.cuh block_inverse's tree; the
 # additions one inversion serves are _AFFINE_THREADS x the kernel's lanes, CUZK_MSM_AFFINE_LANES)
 # and blocks per SM of the grid.  H200, G1 2^24 uniform, ms (session 5): T = 64/128/256 at 8
