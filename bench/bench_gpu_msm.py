@@ -211,7 +211,8 @@ def main(argv=None):
     p.add_argument("--scatter-buckets", default="auto",
                    help="buckets per scatter pass (log2 values), auto or a list: CUZK_MSM_SCATTER_BUCKETS's default")
     p.add_argument("--scatter", default="auto",
-                   help=f"the scatter's bucket positions, auto (CUZK_MSM_SCATTER) or a list of {','.join(M.SCATTER_MODES)}")
+                   help="the scatter's bucket positions, auto (CUZK_MSM_SCATTER) or a list of "
+                        + ",".join(M.SCATTER_MODES))
     p.add_argument("--k", default="1", help="precomputed copies of the bases, a list")
     p.add_argument("--form", choices=M.SCALAR_FORMS, default="montgomery")
     p.add_argument("--runs", type=int, default=5)
@@ -272,8 +273,9 @@ def main(argv=None):
                 row.pop("_got", None)
                 all_ok &= row["same"] is not False
                 rows.append(row)
-                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']} {row['scatter']}: gpu {row['gpu_ms']:.2f} ms, "
-                      f"host {row['host_ms']:.2f} ms, same={row['same']}", flush=True)
+                print(f"  {group} 2^{lg} {kind:9s} c={row['c']} S={row['S']} k={k} {bal} sb={row['sb']} "
+                      f"{row['scatter']}: gpu {row['gpu_ms']:.2f} ms, host {row['host_ms']:.2f} ms, "
+                      f"same={row['same']}", flush=True)
             d_sc.free(s)
             s.synchronize()
             pin.close()
@@ -283,8 +285,9 @@ def main(argv=None):
         s.synchronize()
 
     print()
-    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'sb':>3s} {'scatter':>7s} {'gpu ms':>8s} "
-          f"{'host ms':>7s} {'h2d ms':>6s} {'pre ms':>7s} {'pre GiB':>7s} {'scr GiB':>7s} {'sppark':>6s} same")
+    print(f"{'grp':3s} {'n':>5s} {'kind':9s} {'c':>2s} {'S':>4s} {'k':>2s} {'Wk':>2s} {'bal':>6s} {'sb':>3s} "
+          f"{'scatter':>7s} {'gpu ms':>8s} {'host ms':>7s} {'h2d ms':>6s} {'pre ms':>7s} {'pre GiB':>7s} "
+          f"{'scr GiB':>7s} {'sppark':>6s} same")
     for r in rows:
         pre = f"{r['pre_ms']:7.1f}" if "pre_ms" in r else f"{'-':>7s}"
         sp = f"{r['sppark_ms']:6.1f}" if r["sppark_ms"] else f"{'-':>6s}"
