@@ -95,6 +95,9 @@
 #   (none started): eng27 (ENG27_MODES=coarse,two-lock,overlap ENG27_W=3: issue 10's ratio with three workers)
 # Session 54 (H100; no H200 started, 10 requests): scatab (SCATAB_K27=2: the scatter through cursors, adopted) / tests;
 #   the engine A/B run outside this script lacked the wheels (PYTHONPATH) and failed: eng27ab prepared for it
+# Session 55 (H100; no H200 started, nine requests): eng27ab (ENG27AB_ENVS="CUZK_MSM_SCATTER=offsets ...=cursors", twice)
+#   / peergoal (PEERGOAL_GK="24:13 26:4") / scatw's two commands; still for an H200: eng27 (ENG27_MODES=coarse,two-lock,
+#   overlap ENG27_W=2,3), peergoal (27:5 26:13 24:13)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
@@ -182,6 +185,13 @@ for step in "$@"; do
           CUZK_MSM_PROFILE=1 timeout 200 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 \
                --k ${SCATAB_K27:-5} --scatter-buckets 18,19,20 --scatter offsets,cursors,offsets,cursors --no-check --runs 3 --json "$OUT/scatab27.json" \
                > "$OUT/scatab27.log" 2>&1; grep -E "rror" "$OUT/scatab27.log" | tail -3; prof_rows "$OUT/scatab27.log" ;;
+    scatw) # buckets per scatter pass with the cursor scatter: 2^17-2^19 at G1 2^24 k = 13 (== CPU), 2^17 against 2^18
+           # at 2^27 k = 2 (fits an H100), profile on (the step times)
+          CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 20 --k 13 \
+               --scatter-buckets 17,18,19 --runs 5 --json "$OUT/sb24.json" > "$OUT/sb24.log" 2>&1; prof_rows "$OUT/sb24.log"
+          CUZK_MSM_PROFILE=1 timeout 140 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
+               --scatter-buckets 17,18,17,18 --no-check --runs 3 --json "$OUT/sb27.json" > "$OUT/sb27.log" 2>&1
+          prof_rows "$OUT/sb27.log" ;;
     eng27ab) # the 2^27 engine once per environment in ENG27AB_ENVS (space-separated VAR=value[,VAR=value] items, each
              # its own process, in order: e.g. "CUZK_MSM_SCATTER=offsets CUZK_MSM_SCATTER=cursors CUZK_MSM_SCATTER=offsets"
              # for a knob read at import), two-lock, ENG27_W workers (2), 10 partitions

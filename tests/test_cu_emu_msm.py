@@ -212,6 +212,9 @@ def test_scatter_passes_cover_the_buckets(gpu_msm):
             assert ps[0][0] == 0 and ps[-1][1] == nb
             assert all(a[1] == b[0] for a, b in zip(ps, ps[1:]))
             assert all(0 < hi - lo <= per for lo, hi in ps)
+    for nb in (1, 5):           # a per-pass size below 1 (CUZK_MSM_SCATTER_BUCKETS=0) means 1
+        for per in (0, -5):
+            assert gpu_msm.scatter_passes(nb, per) == [(b, b + 1) for b in range(nb)]
 
 
 def test_window_split_grids():
