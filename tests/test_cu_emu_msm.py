@@ -270,7 +270,9 @@ def test_plan_invariants(gpu_msm):
                 assert dict(p.buffers)["entries"] == 4 * n * p.W
                 assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
     assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
-    assert M.msm_plan(0, "g1", None).host_rows == 0
+    empty = M.msm_plan(0, "g1", None)
+    assert empty.host_rows == 0 and empty.scratch_bytes == 0
+    assert M.SortShare.offsets_bytes(empty) == 0 and M.SortShare.kept_bytes(empty) == 0   # nothing kept
     with pytest.raises(ValueError, match="2\\^31"):
         M.msm_plan(1 << 28, "g1", None, k=8)
     with pytest.raises(ValueError, match="c must be"):
@@ -663,12 +665,14 @@ def test_sort_share_g1_tail_to_g2(gpu_msm, fake, rng, kind):
 
 
 class _SpyPool:
-    """A pool that records its live bytes: ``peaks[i]`` the most held while step i ran."""
+    """A pool that records its live bytes: ``starts[i]`` when step i began, ``peaks[i]`` the most
+    held while it ran."""
 
     def __init__(self, pool):
-        self.pool, self.live, self.peaks = pool, 0, []
+        self.pool, self.live, self.starts, self.peaks = pool, 0, [], []
 
     def step(self):
+        self.starts.append(self.live)
         self.peaks.append(self.live)
 
     def alloc(self, nbytes, stream):
@@ -725,7 +729,8 @@ def test_arena_holds_tails_and_kept_sort(gpu_msm, fake, rng, frac):
     if frac >= 4:
         assert spy.peaks == [0, 0, 0]                          # everything in the arena
     if frac == 0:
-        assert spy.peaks[1] >= M.SortShare.kept_bytes(giver)  # the kept sort held in the pool
+        assert spy.starts[1] == M.SortShare.kept_bytes(giver)   # the kept sort held in the pool
+        assert spy.peaks[1] >= M.SortShare.kept_bytes(giver)
     assert spy.live == 0 and not arena.kept and share.entries is None
     dead.check_guards()
     dead.free(s)
