@@ -188,10 +188,11 @@ for step in "$@"; do
     scatw) # buckets per scatter pass with the cursor scatter: 2^17-2^19 at G1 2^24 k = 13 (== CPU), 2^17 against 2^18
            # at 2^27 k = 2 (fits an H100), profile on (the step times)
           CUZK_MSM_PROFILE=1 timeout 150 python3 bench/bench_gpu_msm.py --g1 24 --g2 '' --kinds uniform --c 20 --k 13 \
-               --scatter-buckets 17,18,19 --runs 5 --json "$OUT/sb24.json" > "$OUT/sb24.log" 2>&1; prof_rows "$OUT/sb24.log"
+               --scatter-buckets 17,18,19 --runs 5 --json "$OUT/sb24.json" > "$OUT/sb24.log" 2>&1
+          grep -E "rror" "$OUT/sb24.log" | tail -3; prof_rows "$OUT/sb24.log"
           CUZK_MSM_PROFILE=1 timeout 140 python3 bench/bench_gpu_msm.py --g1 27 --g2 '' --kinds uniform --c 20 --k 2 \
                --scatter-buckets 17,18,17,18 --no-check --runs 3 --json "$OUT/sb27.json" > "$OUT/sb27.log" 2>&1
-          prof_rows "$OUT/sb27.log" ;;
+          grep -E "rror" "$OUT/sb27.log" | tail -3; prof_rows "$OUT/sb27.log" ;;
     eng27ab) # the 2^27 engine once per environment in ENG27AB_ENVS (space-separated VAR=value[,VAR=value] items, each
              # its own process, in order: e.g. "CUZK_MSM_SCATTER=offsets CUZK_MSM_SCATTER=cursors CUZK_MSM_SCATTER=offsets"
              # for a knob read at import), two-lock, ENG27_W workers (2), 10 partitions
