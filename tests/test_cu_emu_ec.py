@@ -246,6 +246,81 @@ def test_batch_add_rejects_bad_input(gpu_batch):
     with pytest.raises(ValueError, match="group"):
         gpu_batch.batch_add(pts, np.zeros(2, np.uint64), "g3")
     assert not gpu_batch.batch_add(pts[:0], np.zeros(0, np.uint64), "g1").any()
+    bits = np.zeros(4, np.uint64)
+    bits[3] = np.uint64(1 << 8)                          # past the first word after n: bit 200
+    with pytest.raises(ValueError, match="bit 200 is set but there are only 70 points"):
+        gpu_batch.batch_add(pts, bits, "g1")
+    with pytest.raises(ValueError, match="n_points must be >= 0"):
+        gpu_batch.batch_add_plan(-1, "g1")
+    with pytest.raises(ValueError, match="at most 2"):
+        gpu_batch.batch_add_plan(1 << 40, "g1", kind="balanced")
+    assert gpu_batch.batch_add_plan((1 << 40) - 1, "g1", kind="balanced").words == 1 << 34
+    with pytest.raises(ValueError, match="group"):
+        gpu_batch.batch_add_plan(10, "g3")
+    strided = gpu_batch.check_bitmap(np.zeros(8, np.uint64)[::2], 200)
+    assert strided.flags.c_contiguous and strided.shape == (4,)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_batch_add_plan_shapes(gpu_batch, fake, group):
+    """Each kind's plan: words = ceil(n / 64); one block while the words (xyzz, balanced) or the
+    lanes (affine) fit in one block's threads, never more blocks than that; lane state only for
+    affine (else lane_bits = lanes = 0 and the scratch is the partials alone); n = 0 gives no
+    block, and its enqueue launches nothing and gives infinity; repr names the plan."""
+    B = gpu_batch
+    rows = XYZZ_WORDS[group]
+    for kind in B.KINDS:
+        for n in (1, 64, 65, 700):
+            p = B.batch_add_plan(n, group, kind=kind)
+            assert p.words == -(-n // 64) and p.host_rows == p.blocks
+            units = p.lanes if kind == "affine" else p.words
+            assert p.blocks == -(-units // p.threads) == 1, (kind, n)
+            if kind == "affine":
+                assert p.lanes == -(-n // p.lane_bits) and p.lane_bits in B._LANE_BITS
+            else:
+                assert p.lane_bits == p.lanes == 0
+                assert p.scratch_bytes == p.blocks * rows * 8
+        assert f"BatchPlan(n_points=65, group='{group}', kind='{kind}'" in repr(B.batch_add_plan(65, group, kind=kind))
+        empty = B.batch_add_plan(0, group, kind=kind)
+        assert empty.blocks == empty.host_rows == 0
+        launches = len(fake.launches)
+        got = B.enqueue_batch_add(empty, None, B._state(None).pool, 0, 0,
+                                  np.empty((0, rows), np.uint64)).value()
+        assert len(fake.launches) == launches and got.shape == (AFFINE_WORDS[group],) and not got.any()
+
+
+def test_batch_add_enqueue_checks_host_view_and_frees(gpu_batch, fake):
+    """``enqueue_batch_add`` refuses a host slice of the wrong shape, dtype or order (nothing is
+    allocated or launched); ``batch_add`` takes points in any memory order (Fortran, strided), waits
+    for its stream (streams run out of order: the sum is read only after the copy ran) and leaves
+    no device buffer behind."""
+    B = gpu_batch
+    n = 200
+    pts = points("g1", 2 * n, 23)
+    bits = bitmaps(n, random.Random(4))["random"]
+    want = _msm.batch_add(np.ascontiguousarray(pts[::2]), bits, "g1", 2)
+    with fake.reordered(3, p=0.0):
+        assert np.array_equal(B.batch_add(pts[::2], bits, "g1"), want)
+    before = set(fake._live)
+    assert np.array_equal(B.batch_add(np.asfortranarray(pts[::2]), bits, "g1", kind="affine"), want)
+    assert set(fake._live) == before
+    plan = B.batch_add_plan(n, "g1", kind="balanced")
+    good = (plan.host_rows, XYZZ_WORDS["g1"])
+    launches = len(fake.launches)
+    for bad in (np.empty(good, np.uint32), np.empty((good[0] + 1, good[1]), np.uint64),
+                np.empty((good[0], 2 * good[1]), np.uint64)[:, ::2], list(np.empty(good, np.uint64))):
+        with pytest.raises(ValueError, match="host_view must be"):
+            B.enqueue_batch_add(plan, None, B._state(None).pool, 0, 0, bad)
+    assert len(fake.launches) == launches and set(fake._live) == before
+
+
+def test_batch_add_exports_and_driver():
+    """The module's public names exist, and its driver is the native one (the tests swap it)."""
+    from cuzk import _cuda_batch as B
+    from cuzk._native import _driver
+    assert {"batch_add", "batch_add_plan", "enqueue_batch_add", "check_bitmap"} <= set(B.__all__)
+    assert all(hasattr(B, name) for name in B.__all__)
+    assert B._driver() is _driver
 
 
 # --------------------------------------------------------------------------- fixed base
