@@ -281,6 +281,12 @@ def test_plan_invariants(gpu_msm):
         M.msm_plan(10, "g3", None)
     with pytest.raises(ValueError, match="only 5 points"):
         M.msm_plan(10, "g1", None, npoints=5)
+    # NumPy integers plan as Python ints: no 32-bit wrap in n·W, no 8-bit k·N slipping past 2^31
+    big = M.msm_plan(np.uint32(3 << 28), "g1", None, npoints=1000, indexed=True, k=np.int8(2))
+    assert type(big.n) is int and type(big.k) is int
+    assert dict(big.buffers)["entries"] == 4 * (3 << 28) * big.W > 1 << 32
+    with pytest.raises(ValueError, match="2\\^31"):
+        M.msm_plan(10, "g1", None, npoints=1 << 29, indexed=True, k=np.int8(4))
 
 
 # --------------------------------------------------------------------------- MSM == CPU

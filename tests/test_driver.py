@@ -35,6 +35,23 @@ def test_import_exposes_contract():
         assert hasattr(_driver, name)
 
 
+@pytest.mark.parametrize("module", ["cuzk._cuda_batch", "cuzk._cuda_fixed_base", "cuzk._cuda_msm",
+                                    "cuzk._cuda_ntt", "cuzk._stages._cuda"])
+def test_front_ends_call_the_native_driver(module):
+    """Each CUDA front end reaches the driver through its ``_driver()`` (the emulator's tests swap
+    it), which gives this module."""
+    import importlib
+    assert importlib.import_module(module)._driver() is _driver
+
+
+def test_bad_window_grid_switch_fails_at_import():
+    """CUZK_MSM_WINDOW_GRID, read at import, with a value it does not know stops the import with
+    a message naming it (not a silent default)."""
+    r = subprocess.run([sys.executable, "-c", "import cuzk._cuda_msm"], capture_output=True, text=True,
+                       env=dict(os.environ, CUZK_MSM_WINDOW_GRID="tiles"), timeout=60)
+    assert r.returncode != 0 and "CUZK_MSM_WINDOW_GRID must be 'spread' or 'wave'" in r.stderr
+
+
 def test_probe_reports_cleanly():
     ok, reason = _driver.probe()
     assert isinstance(ok, bool)
