@@ -281,6 +281,13 @@ def test_plan_invariants(gpu_msm):
         M.msm_plan(10, "g3", None)
     with pytest.raises(ValueError, match="only 5 points"):
         M.msm_plan(10, "g1", None, npoints=5)
+    for kw, what in (({"n": -1}, "must be >= 0"), ({"n": 1 << 32, "indexed": True, "npoints": 10}, "at most 2\\^32 - 1"),
+                     ({"k": 0}, "k must be >= 1"), ({"segment": 1}, "segment must be >= 2"),
+                     ({"k": 17, "c": 16}, "k = 17 copies but only W = 16 windows")):
+        with pytest.raises(ValueError, match=what):
+            M.msm_plan(**{"n": 10, "group": "g1", "device": None, "npoints": 10, **kw})
+    assert M.msm_plan(10, "g1", None, k=16, c=16).Wk == 1
+    assert repr(M.msm_plan(10, "g1", None, c=5)).startswith("MsmPlan(n=10, npoints=10, group='g1'")
     # NumPy integers plan as Python ints: no 32-bit wrap in n·W, no 8-bit k·N slipping past 2^31
     big = M.msm_plan(np.uint32(3 << 28), "g1", None, npoints=1000, indexed=True, k=np.int8(2))
     assert type(big.n) is int and type(big.k) is int
