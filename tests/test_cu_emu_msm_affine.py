@@ -191,6 +191,18 @@ def test_affine_plan(gpu_msm):
     assert all(M.default_balance("g1", ix, 1 << 27) != "affine" for ix in (False, True))
 
 
+@pytest.mark.parametrize("T", [0, 96, 2048])
+def test_affine_threads_must_be_a_power_of_two(gpu_msm, fake, rng, monkeypatch, T):
+    """The affine level 0's block tree needs a power of two <= 1024 threads
+    (``CUZK_MSM_AFFINE_THREADS``): any other count is refused, and no level-0 kernel runs."""
+    monkeypatch.setattr(gpu_msm, "_AFFINE_THREADS", T)
+    pts = points("g1", 40)
+    since = len(fake.launches)
+    with pytest.raises(ValueError, match=f"affine level 0: {T} threads per block, not a power of two"):
+        gpu_msm.msm_g1(pts, dist_scalars(rng, 40, "uniform"), c=5, balance="affine")
+    assert not [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_")]
+
+
 def test_numpy_msm_batch_by_sampled_skew(gpu_msm, fake, rng, monkeypatch):  # noqa: F811
     """The NumPy API's plain G1 MSM takes "batch" from ``_G1_BATCH_MIN`` scalars unless a sample of
     them is mostly small (< 2^16: one entry each), in either scalar form; the bytes are the CPU's
