@@ -98,6 +98,8 @@
 # Session 55 (H100; no H200 started, nine requests): eng27ab (ENG27AB_ENVS="CUZK_MSM_SCATTER=offsets ...=cursors", twice)
 #   / peergoal (PEERGOAL_GK="24:13 26:4") / scatw's two commands; still for an H200: eng27 (ENG27_MODES=coarse,two-lock,
 #   overlap ENG27_W=2,3), peergoal (27:5 26:13 24:13)
+# Session 56: no call ran (18 requests, H200 and H100, 17:09-18:38 UTC; one machine taken back before its call finished);
+#   the same two calls still wait for an H200
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc

@@ -232,6 +232,15 @@ def test_window_split_grids():
                     assert H // (P * segs) >= min(8, H // segs)
                 (Ps, ts), (Pw, tw) = got["spread"], got["wave"]
                 assert ts == tw and Pw <= Ps and (Wk * Pw <= sm or Pw == 1)
+                # each grid stops at its bound: "spread" at the first P with >= 4 blocks per SM
+                # in all, "wave" at the last P with at most one; or where H cannot split further
+                assert H // (2 * Ps * ts) < 8 or Wk * Ps >= 4 * sm
+                assert Ps == 1 or Wk * (Ps // 2) < 4 * sm
+                assert H // (2 * Pw * tw) < 8 or Wk * 2 * Pw > sm
+    # the scan block's threads: ~1 per 16 tiles, a power of two in 32..1024
+    from cuzk._cuda_msm import _pow2_floor, _scan_threads
+    assert [_pow2_floor(x) for x in (0, 1, 2, 3, 4, 1000, 1 << 40)] == [1, 1, 2, 2, 4, 512, 1 << 40]
+    assert [_scan_threads(nt) for nt in (1, 16 * 64, 16 * 1000, 10 ** 9)] == [32, 64, 512, 1024]
 
 
 @pytest.mark.parametrize("grid", ["spread", "wave"])
