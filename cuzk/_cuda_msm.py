@@ -138,7 +138,7 @@ def default_segment(n, W):
 
 def window_bits(n, k=1):
     """Window width c for n scalars (k precomputed copies of the bases): the minimum of
-    ``_cost`` over c = 3..20, for uniform scalars (skewed ones make fewer entries, never more:
+    ``_cost`` over c = 3.._C_AUTO_MAX (16), for uniform scalars (skewed ones make fewer entries, never more:
     the segmented bucket sums keep every thread at <= S additions whatever the distribution)."""
     return min(range(3, _C_AUTO_MAX + 1), key=lambda c: (_cost(max(int(n), 1), c, k), c))
 

@@ -277,6 +277,7 @@ def test_plan_invariants(gpu_msm):
                 assert p.S == M.default_segment(n, p.W)
                 assert p.S == (M._SEGMENT_BIG if n * p.W >= M._SEGMENT_BIG_ENTRIES else M._SEGMENT)
                 assert dict(p.buffers)["entries"] == 4 * n * p.W
+                assert (dict(p.buffers)["sums_b"] == 0) == (p.levels == 1)     # level 1's sums only if it runs
                 assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
     assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
     empty = M.msm_plan(0, "g1", None)
@@ -286,6 +287,9 @@ def test_plan_invariants(gpu_msm):
         M.msm_plan(1 << 28, "g1", None, k=8)
     with pytest.raises(ValueError, match="c must be"):
         M.msm_plan(10, "g1", None, c=25)
+    with pytest.raises(ValueError, match="c must be"):
+        M.msm_plan(10, "g1", None, c=1)
+    assert M.msm_plan(10, "g1", None, c=24).c == 24 and M.msm_plan(10, "g1", None, c=2).c == 2
     with pytest.raises(ValueError, match="group"):
         M.msm_plan(10, "g3", None)
     with pytest.raises(ValueError, match="only 5 points"):
