@@ -79,8 +79,10 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
     got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance=affine.BAL, scalar_form="montgomery")
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{affine.BAL} {kind} n={n} c={c} S={segment}"
     if kind not in ("zeros",):      # level 0 ran this kernel, and no other level-0 kernel after it
-        level0 = [x[0] for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_")]
-        assert level0 == [f"cuzk_msm_sum_points_{affine.BAL}_g1"], level0
+        level0 = [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_")]
+        assert [x[0] for x in level0] == [f"cuzk_msm_sum_points_{affine.BAL}_g1"], level0
+        # "affine": one coordinate (48 bytes) of shared memory per thread of its block tree
+        assert level0[0][3] == (affine._AFFINE_THREADS * 48 if affine.BAL == "affine" else 0)
 
 
 @pytest.mark.parametrize("affine", [("affine", 1), ("affine", 2), ("affine", 8), ("batch", 2), ("batch", 32)],
