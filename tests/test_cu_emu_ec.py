@@ -291,9 +291,9 @@ def test_batch_add_plan_shapes(gpu_batch, fake, group):
 
 def test_batch_add_enqueue_checks_host_view_and_frees(gpu_batch, fake):
     """``enqueue_batch_add`` refuses a host slice of the wrong shape, dtype or order (nothing is
-    allocated or launched); ``batch_add`` takes points in any memory order (Fortran, strided), waits
-    for its stream (streams run out of order: the sum is read only after the copy ran) and leaves
-    no device buffer behind."""
+    allocated or launched); ``batch_add`` takes points in any memory order (Fortran, strided),
+    gives the CPU's sum while the emulator's streams run out of order, and leaves no device
+    buffer behind."""
     B = gpu_batch
     n = 200
     pts = points("g1", 2 * n, 23)
