@@ -33,8 +33,13 @@ def affine(gpu_msm, monkeypatch, request):  # noqa: F811
     return gpu_msm
 
 
+def _level0_launches(fake, since, bal=""):  # noqa: F811
+    """The level-0 launches (of balance ``bal``; "": any) since launch ``since``."""
+    return [x for x in fake.launches[since:] if x[0].startswith(f"cuzk_msm_sum_points_{bal}")]
+
+
 def _launched_affine(fake, since, bal):  # noqa: F811
-    return [x for x in fake.launches[since:] if x[0].startswith(f"cuzk_msm_sum_points_{bal}_")]
+    return _level0_launches(fake, since, bal + "_")
 
 
 def test_affine_lanes_read_from_source(gpu_msm):
@@ -79,7 +84,7 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
     got = affine.msm_g1(pts, fr_to_mont(sc), c=c, segment=segment, balance=affine.BAL, scalar_form="montgomery")
     assert np.array_equal(got, cpu_msm(pts, sc, "g1")), f"{affine.BAL} {kind} n={n} c={c} S={segment}"
     if kind not in ("zeros",):      # level 0 ran this kernel, and no other level-0 kernel after it
-        level0 = [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_")]
+        level0 = _level0_launches(fake, since)
         assert [x[0] for x in level0] == [f"cuzk_msm_sum_points_{affine.BAL}_g1"], level0
         # "affine": one coordinate (48 bytes) of shared memory per thread of its block tree
         assert level0[0][3] == (affine._AFFINE_THREADS * 48 if affine.BAL == "affine" else 0)
@@ -202,7 +207,7 @@ def test_affine_threads_must_be_a_power_of_two(gpu_msm, fake, rng, monkeypatch, 
     since = len(fake.launches)
     with pytest.raises(ValueError, match=f"affine level 0: {T} threads per block, not a power of two"):
         gpu_msm.msm_g1(pts, dist_scalars(rng, 40, "uniform"), c=5, balance="affine")
-    assert not [x for x in fake.launches[since:] if x[0].startswith("cuzk_msm_sum_points_")]
+    assert not _level0_launches(fake, since)
 
 
 def test_numpy_msm_batch_by_sampled_skew(gpu_msm, fake, rng, monkeypatch):  # noqa: F811
