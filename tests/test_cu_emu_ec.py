@@ -348,3 +348,130 @@ def test_fixed_base_rejects_bad_input(gpu_fb):
     with pytest.raises(ValueError, match="window"):
         gpu_fb.fixed_base_mul(None, to_arr([1], 32), "g1", window=17)
     assert gpu_fb.fixed_base_mul(None, to_arr([], 32).reshape(0, 4), "g2").shape == (0, 24)
+    one = to_arr([1], 32)
+    with pytest.raises(ValueError, match="group must be 'g1' or 'g2', got 'g3'"):
+        gpu_fb.fixed_base_mul(None, one, "g3")
+    for bad in (one.astype(np.int64), one[:, :3], one.reshape(-1), one.tolist(), one.reshape(1, 2, 2)):
+        with pytest.raises(ValueError, match=r"scalars: expected a uint64 array of shape \(n, 4\)"):
+            gpu_fb.fixed_base_mul(None, bad, "g1")
+    with pytest.raises(ValueError, match="base must hold 12 uint64 limbs for g1"):
+        gpu_fb.fixed_base_mul(np.ones(6, np.uint64), one, "g1")
+    for form, word in ((False, "canonical"), (True, "Montgomery")):      # the first bad index, even 0
+        with pytest.raises(ValueError, match=rf"scalars\[0\] is not a {word} Fr element \(>= r\)"):
+            gpu_fb.fixed_base_mul(None, to_arr([R, R + 1], 32), "g1", montgomery=form)
+
+
+def test_fixed_base_exports(gpu_fb):
+    assert set(gpu_fb.__all__) == {"fixed_base_mul", "window_bits", "table_scalars"}
+    assert all(hasattr(gpu_fb, name) for name in gpu_fb.__all__)
+
+
+def test_fixed_base_takes_any_layout(gpu_fb):
+    """The base as a list, a (1, words) row or signed ints, and scalars in Fortran order or
+    strided: the bytes of contiguous uint64 input."""
+    rnd = random.Random(5)
+    k = to_arr([rnd.randrange(R) for _ in range(40)], 32)
+    for group in ("g1", "g2"):
+        base = points(group, 1, 7)[0]
+        want = gpu_fb.fixed_base_mul(base, k, group, window=4)
+        for b in (base.tolist(), base.reshape(1, -1), base.astype(np.int64)):
+            assert np.array_equal(gpu_fb.fixed_base_mul(b, k, group, window=4), want)
+        assert np.array_equal(gpu_fb.fixed_base_mul(base, np.asfortranarray(k), group, window=4), want)
+        wide = np.zeros((40, 8), np.uint64)
+        wide[:, ::2] = k
+        assert np.array_equal(gpu_fb.fixed_base_mul(base, wide[:, ::2], group, window=4), want)
+
+
+def test_fixed_base_frees_and_launches(gpu_fb, fake, monkeypatch):
+    """A call leaves nothing behind but its table (device and pinned buffers freed, events
+    closed; its events only order, untimed) and launches one block per 128 scalars of a chunk,
+    at most 8 per SM (the fake has 4); window 2 and 16 are the bounds."""
+    events = []
+    real_event = fake.Event
+
+    def event(*a, **kw):
+        events.append(real_event(*a, **kw))
+        return events[-1]
+
+    monkeypatch.setattr(fake, "Event", event)
+    k = to_arr([random.Random(2).randrange(R) for _ in range(300)], 32)
+    want = _r1cs.fixed_base_mul("g1", _field.to_mont(k, "fr"))
+    gpu_fb.fixed_base_mul(None, k, "g1", window=5)           # builds the table
+    before, since = set(fake._live), len(fake.launches)
+    assert np.array_equal(gpu_fb.fixed_base_mul(None, k, "g1", window=5), want)
+    assert set(fake._live) == before and events and all(e.closed and not e.timing for e in events)
+    assert [x[1] for x in fake.launches[since:] if x[0] == "cuzk_fixed_base_g1"] == [3]
+    monkeypatch.setattr(gpu_fb, "_CHUNK", 5000)
+    since = len(fake.launches)
+    big = np.tile(k, (17, 1))[:5000]
+    gpu_fb.fixed_base_mul(None, big, "g1", window=5)
+    assert [x[1] for x in fake.launches[since:] if x[0] == "cuzk_fixed_base_g1"] == [4 * 8]
+    for w in (2, 16):
+        assert np.array_equal(gpu_fb.fixed_base_mul(None, k[:7], "g1", window=w), want[:7])
+    with pytest.raises(ValueError, match="window must be in 2..16, got 1"):
+        gpu_fb.fixed_base_mul(None, k, "g1", window=1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_fixed_base_table_ready_for_other_streams(gpu_fb, fake, seed):
+    """Two threads (two streams) start on a table neither has: the one that builds it waits for
+    its upload before sharing it, so the other's kernel, run out of order, still reads it."""
+    from helpers import run_threaded
+    rnd = random.Random(seed)
+    k = to_arr([rnd.randrange(R) for _ in range(64)], 32)
+    want = _r1cs.fixed_base_mul("g1", _field.to_mont(k, "fr"))
+    with fake.reordered(seed, p=0.5) as order:
+        outs = run_threaded(lambda i: gpu_fb.fixed_base_mul(None, k, "g1", window=4 + seed % 3), 2)
+    assert order.ran > 0 and all(np.array_equal(o, want) for o in outs)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fixed_base_failure_mid_pipeline_cleans_up(gpu_fb, fake, monkeypatch, seed):
+    """A host copy that fails after a chunk's kernel and copies are queued: the error reaches
+    the caller only after the stream is done with the pinned and device buffers, which are then
+    all released (run out of order, a late copy into a freed buffer would be caught)."""
+    from cuzk._native import _pool
+    monkeypatch.setattr(gpu_fb, "_CHUNK", 16)
+    k = to_arr([random.Random(seed).randrange(R) for _ in range(80)], 32)
+    gpu_fb.fixed_base_mul(None, k, "g1", window=4, threads=1)      # the table, built beforehand
+    before, calls, real = set(fake._live), [], _pool.copy_into
+
+    def failing(*a, **kw):
+        calls.append(1)
+        if len(calls) == 3:             # chunk 1's scalars, after chunk 0 is queued
+            raise RuntimeError("injected host copy failure")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_pool, "copy_into", failing)
+    with fake.reordered(seed, p=0.5):
+        with pytest.raises(RuntimeError, match="injected host copy failure"):
+            gpu_fb.fixed_base_mul(None, k, "g1", window=4, threads=1)
+    assert set(fake._live) == before
+
+
+def test_fixed_base_table_built_once(gpu_fb, monkeypatch):
+    """A (group, base, window) table is built once per device, also for threads racing on its
+    first use, and reused after; another window or base gets its own."""
+    import threading
+    import time
+    from helpers import run_threaded
+    builds, real, lock = [], _r1cs.fixed_base_mul, threading.Lock()
+
+    def counting(group, ks, base=None, **kw):
+        time.sleep(0.05)                    # a slow build: the racing callers wait for it
+        with lock:
+            builds.append((group, ks.shape[0], None if base is None else base.tobytes()))
+        return real(group, ks, base=base, **kw)
+
+    other = points("g1", 1, 3)[0]
+    monkeypatch.setattr(_r1cs, "fixed_base_mul", counting)
+    k = to_arr([3, 5, 7], 32)
+    want = real("g1", _field.to_mont(k, "fr"))
+    outs = run_threaded(lambda i: gpu_fb.fixed_base_mul(None, k, "g1", window=5), 4)
+    assert all(np.array_equal(o, want) for o in outs)
+    assert builds == [("g1", 52 * 16, None)]           # ceil(256/5) windows x 2^4 multiples
+    gpu_fb.fixed_base_mul(None, k, "g1", window=5)
+    assert len(builds) == 1
+    gpu_fb.fixed_base_mul(None, k, "g1", window=6)
+    gpu_fb.fixed_base_mul(other, k, "g1", window=5)
+    assert len(builds) == 3

@@ -241,6 +241,9 @@ def test_window_split_grids():
     from cuzk._cuda_msm import _pow2_floor, _scan_threads
     assert [_pow2_floor(x) for x in (0, 1, 2, 3, 4, 1000, 1 << 40)] == [1, 1, 2, 2, 4, 512, 1 << 40]
     assert [_scan_threads(nt) for nt in (1, 16 * 64, 16 * 1000, 10 ** 9)] == [32, 64, 512, 1024]
+    # a launch grid: one block per `threads` items, capped at one wave of resident blocks
+    from cuzk._cuda_msm import _grid
+    assert [_grid(i, 128, 132, 2) for i in (0, 1, 128, 129, 1000, 10 ** 9)] == [1, 1, 1, 2, 8, 264]
 
 
 @pytest.mark.parametrize("grid", ["spread", "wave"])
@@ -275,15 +278,28 @@ def test_plan_invariants(gpu_msm):
                 assert p.H % (p.P * p.segs) == 0 and p.host_rows == p.Wk * p.P
                 assert p.scratch_bytes >= sum(b for _, b in p.buffers)
                 assert p.S == M.default_segment(n, p.W)
+                # the count scan's block: the least power of two >= its threads' share of the
+                # buckets (_SCAN_ITEMS each), within 32..256; its tiles cover every bucket
+                t, q = p.scan_threads, -(-p.nb // M._SCAN_ITEMS)
+                assert t & (t - 1) == 0 and 32 <= t <= 256 and (t >= q or t == 256) and (t == 32 or t // 2 < q)
+                assert p.ntiles == -(-p.nb // (M._SCAN_ITEMS * t))
                 assert p.S == (M._SEGMENT_BIG if n * p.W >= M._SEGMENT_BIG_ENTRIES else M._SEGMENT)
                 assert dict(p.buffers)["entries"] == 4 * n * p.W
                 assert (dict(p.buffers)["sums_b"] == 0) == (p.levels == 1)     # level 1's sums only if it runs
+                # level 0's sums: sum_b ceil(cnt_b / S) <= ceil(n W / S) + nb, no more (the budget counts it)
+                sums1 = -(-n * p.W // p.S) + p.nb
+                assert dict(p.buffers)["sums_a"] == sums1 * M.XYZZ_WORDS["g1"] * 8
+                if p.levels > 1:                                   # level 1's: the same bound over level 0's sums
+                    assert dict(p.buffers)["sums_b"] == (-(-sums1 // p.S) + p.nb) * M.XYZZ_WORDS["g1"] * 8
                 assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
     assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
+    assert M.window_bits(1 << 24) == M._C_AUTO_MAX                   # the search reaches its top width
+    A = M._ALIGN                                                       # buffers padded to whole alignment units
+    assert [M._align(x) for x in (0, 1, A, A + 1, 5 * A)] == [A, A, A, 2 * A, 5 * A]
     empty = M.msm_plan(0, "g1", None)
     assert empty.host_rows == 0 and empty.scratch_bytes == 0
     assert M.SortShare.offsets_bytes(empty) == 0 and M.SortShare.kept_bytes(empty) == 0   # nothing kept
-    with pytest.raises(ValueError, match="2\\^31"):
+    with pytest.raises(ValueError, match=f"k·npoints = {1 << 31} >= 2\\^31"):
         M.msm_plan(1 << 28, "g1", None, k=8)
     with pytest.raises(ValueError, match="c must be"):
         M.msm_plan(10, "g1", None, c=25)

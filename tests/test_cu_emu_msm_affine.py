@@ -88,6 +88,10 @@ def test_msm_g1_affine_matches_cpu(affine, fake, rng, kind, n, c, segment):  # n
         assert [x[0] for x in level0] == [f"cuzk_msm_sum_points_{affine.BAL}_g1"], level0
         # "affine": one coordinate (48 bytes) of shared memory per thread of its block tree
         assert level0[0][3] == (affine._AFFINE_THREADS * 48 if affine.BAL == "affine" else 0)
+        if affine.BAL == "batch":   # one block per T lanes, at most a wave: the fake's 4 SMs x _BATCH_PER_SM
+            plan = affine.msm_plan(n, "g1", None, c=c, segment=segment, balance="batch")
+            lanes = affine._batch_cap(n * plan.W, plan.S)
+            assert level0[0][1] == min(-(-lanes // affine._BATCH_THREADS), 4 * affine._BATCH_PER_SM)
 
 
 @pytest.mark.parametrize("affine", [("affine", 1), ("affine", 2), ("affine", 8), ("batch", 2), ("batch", 32)],
@@ -166,6 +170,19 @@ def test_msm_g2_affine_matches_cpu(affine, rng, kind, n, c, segment):
     sc = dist_scalars(rng, n, kind)
     got = affine.msm_g2(pts, sc, c=c, segment=segment, balance=affine.BAL)
     assert np.array_equal(got, cpu_msm(pts, sc, "g2")), f"g2 affine {kind} n={n} c={c} S={segment}"
+
+
+@needs_g2
+@pytest.mark.parametrize("affine", [("affine", 1024)], indirect=True, ids=["affine-T1024"])
+def test_msm_g2_affine_raises_the_shared_memory_limit(affine, fake, rng):
+    """Blocks of 1024 threads take 1024 Fq2 coordinates (96 KiB) of shared memory, past the
+    48 KiB a kernel gets unasked: the kernel's limit is raised before the launch (the emulator
+    refuses a launch above it, as cuLaunchKernel does)."""
+    pts = points("g2", 40)
+    sc = dist_scalars(rng, 40, "uniform")
+    since = len(fake.launches)
+    assert np.array_equal(affine.msm_g2(pts, sc, c=5, balance="affine"), cpu_msm(pts, sc, "g2"))
+    assert [x[3] for x in _level0_launches(fake, since)] == [1024 * 96]
 
 
 @needs_g2

@@ -3,6 +3,7 @@
 import os
 import shutil
 import sys
+import time
 
 import pytest
 
@@ -79,6 +80,24 @@ def test_compile_all_then_all_cached(cache):
     assert [r[1] for r in second] == [r[1] for r in first]
 
 
+def test_compile_all_reports_misses_then_hits(cache, cu_copy):
+    """``compile_all`` (``cuzk kernels --compile``) over a tree holding one program: a miss with
+    its compile time, then a hit; each time within the call's own wall time."""
+    for name in PROGRAMS:
+        if name != "selftest":
+            (cu_copy / _kernels.KERNELS[name]).unlink()
+    rounds = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        rows = _kernels.compile_all("sm_90", cu_root=cu_copy)
+        rounds.append((rows, time.perf_counter() - t0))
+    (first, wall1), (second, wall2) = rounds
+    assert [(r[0], r[3]) for r in first] == [("selftest", False)]
+    assert [(r[0], r[3]) for r in second] == [("selftest", True)]
+    assert first[0][1] == second[0][1] == len(_kernels.compile_program("selftest", cu_root=cu_copy)) > 0
+    assert 0 <= first[0][2] <= wall1 and 0 <= second[0][2] <= wall2
+
+
 def test_ptx_target(cache):
     ptx = _kernels.compile_program("selftest", "sm_90", target="ptx")
     assert b".target sm_90" in ptx and b"cuzk_selftest_iota3" in ptx
@@ -103,15 +122,31 @@ def test_options():
 
 def test_register_rules():
     _kernels.register("selftest", "util/selftest.cu")  # identical: no-op
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="already registered"):
         _kernels.register("selftest", "util/other.cu")
-    with pytest.raises(ValueError):
-        _kernels.register("escape", "../x.cu")
-    with pytest.raises(ValueError):
-        _kernels.register("abs", "/tmp/x.cu")
-    with pytest.raises(ValueError):
+    for name, rel in (("escape", "../x.cu"), ("abs", "/tmp/x.cu"), ("header", "util/x.cuh")):
+        with pytest.raises(ValueError, match="relpath must be a .cu file inside the cu root"):
+            _kernels.register(name, rel)
+    with pytest.raises(ValueError, match="bad program name"):
         _kernels.register("bad name!", "util/selftest.cu")
-    assert "escape" not in _kernels.KERNELS and "abs" not in _kernels.KERNELS
+    for macro in ("1ABC", "A-B", ""):
+        with pytest.raises(ValueError, match=f"bad macro name '{macro}'"):
+            _kernels.register("badmacro", "util/selftest.cu", {"OK": 1, macro: 2})
+    assert not {"escape", "abs", "header", "badmacro"} & set(_kernels.KERNELS)
+    with pytest.raises(KeyError, match="unknown kernel program 'nosuch'; registered: .*'selftest'"):
+        _kernels.compile_program("nosuch")
+
+
+def test_cache_dir_default_and_override(tmp_path, monkeypatch):
+    """``$CUZK_CACHE_DIR`` (``~`` expanded, made absolute), else ``~/.cache/cuzk/kernels``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CUZK_CACHE_DIR", raising=False)
+    assert _kernels.cache_dir() == str(tmp_path / ".cache" / "cuzk" / "kernels")
+    monkeypatch.setenv("CUZK_CACHE_DIR", "~/kc")
+    assert _kernels.cache_dir() == str(tmp_path / "kc")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUZK_CACHE_DIR", "rel")
+    assert _kernels.cache_dir() == str(tmp_path / "rel")
 
 
 def test_defines_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
@@ -125,6 +160,13 @@ def test_defines_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
     monkeypatch.setitem(_kernels._DEFINES, "deftest", (("CUZK_DEFTEST", "41"),))
     with pytest.raises(NvrtcError, match="CUZK_DEFTEST must be 42"):
         _kernels.compile_program("deftest", cu_root=cu_copy)
+    # through ``register``: a value as -DNAME=value, None as a bare -DNAME, sorted by name
+    monkeypatch.setattr(_kernels, "KERNELS", dict(_kernels.KERNELS))
+    monkeypatch.setattr(_kernels, "_DEFINES", dict(_kernels._DEFINES))
+    _kernels.register("deftest2", "util/deftest.cu", {"CUZK_DEFTEST": 42, "CUZK_AFLAG": None})
+    opts = _kernels.nvrtc_options("deftest2", cu_root=cu_copy)
+    assert [o for o in opts if o.startswith(("-DCUZK_AFLAG", "-DCUZK_DEFTEST"))] == ["-DCUZK_AFLAG", "-DCUZK_DEFTEST=42"]
+    assert _kernels.compile_program("deftest2", cu_root=cu_copy)[:4] == b"\x7fELF"
 
 
 def test_env_options_reach_nvrtc_and_key(cache, cu_copy, monkeypatch):
@@ -166,6 +208,47 @@ def test_key_changes_with_arch_target_and_options():
                            _kernels.nvrtc_options("selftest", "sm_90", extra_options=["-lineinfo"])),
     }
     assert base not in others and len(others) == 3
+
+
+def test_key_changes_with_each_of_its_inputs(monkeypatch):
+    """Arch and target count apart from the options (an explicit option list stays the same);
+    so do the key's schema, cuzk's version and NVRTC's; fields are framed, so options that
+    concatenate to the same text are still different keys."""
+    opts = _kernels.nvrtc_options("selftest", "sm_90")
+    base = _kernels.cache_key("selftest", "sm_90", opts)
+    keys = {base, _kernels.cache_key("selftest", "sm_80", opts),
+            _kernels.cache_key("selftest", "sm_90", opts, target="ptx"),
+            _kernels.cache_key("selftest", "sm_90", opts + ["-DA", "-DB"]),
+            _kernels.cache_key("selftest", "sm_90", opts + ["-DA-DB", ""])}
+    monkeypatch.setattr(_kernels, "SCHEMA_VERSION", _kernels.SCHEMA_VERSION + 1)
+    keys.add(_kernels.cache_key("selftest", "sm_90", opts))
+    monkeypatch.undo()
+    monkeypatch.setattr(_kernels, "__version__", _kernels.__version__ + ".x")
+    keys.add(_kernels.cache_key("selftest", "sm_90", opts))
+    monkeypatch.undo()
+    monkeypatch.setattr(_kernels, "_nvrtc_version", lambda: (99, 9))
+    keys.add(_kernels.cache_key("selftest", "sm_90", opts))
+    monkeypatch.undo()
+    assert len(keys) == 8 and _kernels.cache_key("selftest", "sm_90", opts) == base
+
+
+def test_key_ignores_hidden_and_cache_files_and_listing_order(cu_copy, monkeypatch):
+    """Editor and Python droppings (hidden files and folders, __pycache__, .pyc) are not part of
+    the key, and neither is the order the file system lists a folder in."""
+    def key():
+        return _kernels.cache_key("selftest", "sm_90", cu_root=cu_copy)
+
+    k0 = key()
+    (cu_copy / "util" / ".selftest.cu.swp").write_bytes(b"swap")
+    (cu_copy / "util" / "x.pyc").write_bytes(b"pyc")
+    for folder in (".git", "__pycache__"):
+        (cu_copy / folder).mkdir()
+        (cu_copy / folder / "plain.cuh").write_bytes(b"#pragma once\n")
+    assert key() == k0
+    walk = os.walk
+    monkeypatch.setattr(_kernels.os, "walk",
+                        lambda root: ((d, dirs, files[::-1]) for d, dirs, files in walk(root)))
+    assert key() == k0
 
 
 def test_key_changes_when_any_cu_file_changes(cu_copy):
@@ -229,12 +312,14 @@ def test_header_edit_triggers_recompile(cache, cu_copy, count_compiles):
 # --------------------------------------------------------------------------- entries
 
 @pytest.mark.parametrize("damage", ["flip_payload", "flip_header_hash", "truncate_half", "truncate_header",
-                                    "empty", "garbage", "trailing"])
-def test_damaged_entry_is_recompiled(damage, cache, count_compiles):
+                                    "empty", "garbage", "trailing", "flip_magic"])
+def test_damaged_entry_is_recompiled(damage, cache, count_compiles, caplog):
     good = _kernels.compile_program("selftest")
     (entry,) = entries(cache)
     raw = entry.read_bytes()
-    if damage == "flip_payload":
+    if damage == "flip_magic":
+        bad = bytes([raw[0] ^ 1]) + raw[1:]
+    elif damage == "flip_payload":
         bad = raw[:-100] + bytes([raw[-100] ^ 1]) + raw[-99:]
     elif damage == "flip_header_hash":
         bad = raw[:60] + bytes([raw[60] ^ 0x80]) + raw[61:]
@@ -249,8 +334,11 @@ def test_damaged_entry_is_recompiled(damage, cache, count_compiles):
     else:
         bad = raw + b"\0"
     entry.write_bytes(bad)
+    caplog.set_level("WARNING", logger=_kernels.log.name)
     again = _kernels.compile_program("selftest")
     assert again == good
+    if damage in ("flip_payload", "trailing"):   # the right key, a payload that fails its hash: said
+        assert [r.getMessage() for r in caplog.records] == [f"kernel cache entry {entry} is corrupt; recompiling"]
     assert len(count_compiles) == 2
     assert entry.read_bytes() == raw  # rewritten
     _kernels.compile_program("selftest")
@@ -300,6 +388,30 @@ def test_unwritable_cache_dir_still_compiles(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(_kernels, "_warned_unwritable", False)
     assert _kernels.compile_program("selftest")[:4] == b"\x7fELF"
     assert any("not writable" in r.getMessage() for r in caplog.records)
+
+
+def test_unwritable_cache_dir_warns_once_per_process(tmp_path):
+    """A fresh process warns on its first compile into an unwritable cache, and not again."""
+    import subprocess
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"x")
+    code = ("from cuzk import _kernels; _kernels.compile_program('selftest'); "
+            "_kernels.compile_program('selftest', extra_options=['-DCUZK_SECOND=1'])")
+    env = dict(os.environ, CUZK_CACHE_DIR=str(blocker / "sub"))
+    env.pop("CUZK_KERNEL_CACHE", None)
+    err = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=300).stderr
+    assert err.count("not writable") == 1, err
+
+
+def test_nvrtc_log_goes_to_the_debug_log(cache, monkeypatch, caplog):
+    """NVRTC's messages for a program that compiles (warnings) reach the debug log, not stdout."""
+    real = _nvrtc.compile
+    monkeypatch.setattr(_nvrtc, "compile", lambda *a, **k: (real(*a, **k)[0], "zz warning: cuzk test\n"))
+    caplog.set_level("DEBUG", logger=_kernels.log.name)
+    _kernels.compile_program("selftest")
+    assert any("NVRTC log for selftest (sm_90)" in r.getMessage() and "zz warning: cuzk test" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_cache_can_be_disabled(cache, monkeypatch, count_compiles):
@@ -385,3 +497,49 @@ def test_program_without_its_file_is_skipped_until_it_exists(cache, cu_copy, mon
     (cu_copy / "util" / "later.cu").write_text('extern "C" __global__ void k(unsigned* d_o) { d_o[0] = 1; }\n')
     assert "later" in _kernels.programs(cu_root=cu_copy)
     assert _kernels.compile_program("later", cu_root=cu_copy)[:4] == b"\x7fELF"
+
+
+# --------------------------------------------------------------------------- modules
+
+def test_get_module_loads_once_per_device_program_and_options(monkeypatch):
+    """``get_module`` compiles and loads a program once per (device, context, program,
+    options), also for callers racing on threads; ``clear_module_memo`` forgets them all (no
+    GPU: the compiler and the driver's Module are stand-ins that count their calls)."""
+    import threading
+    from types import SimpleNamespace
+    from cuzk._native import _driver
+    compiles, loads, lock = [], [], threading.Lock()
+
+    def compile_program(name, arch, target, extra_options):
+        time.sleep(0.05)                              # a slow compile: racing callers wait for it
+        with lock:
+            compiles.append((name, arch, target, tuple(extra_options)))
+        return f"{name}/{arch}/{extra_options}".encode()
+
+    class Module:
+        @staticmethod
+        def load(device, image):
+            with lock:
+                loads.append((device.ordinal, image))
+            return SimpleNamespace(image=image)
+
+    monkeypatch.setattr(_kernels, "compile_program", compile_program)
+    monkeypatch.setattr(_driver, "Module", Module)
+    _kernels.clear_module_memo()
+    try:
+        d0 = SimpleNamespace(ordinal=0, context=10, arch="sm_90")
+        d1 = SimpleNamespace(ordinal=1, context=11, arch="sm_80")
+        mods = run_threaded(lambda i: _kernels.get_module(d0, "selftest"), 8)
+        assert all(m is mods[0] for m in mods) and mods[0].image == b"selftest/sm_90/()"
+        assert compiles == [("selftest", "sm_90", "cubin", ())] and len(loads) == 1
+        assert _kernels.get_module(d0, "selftest") is mods[0] and len(loads) == 1
+        other = [_kernels.get_module(d0, "selftest", ("-DX=1",)), _kernels.get_module(d1, "selftest"),
+                 _kernels.get_module(SimpleNamespace(ordinal=0, context=12, arch="sm_90"), "selftest"),
+                 _kernels.get_module(d0, "ntt")]
+        assert len({id(m) for m in other + [mods[0]]}) == 5 and len(loads) == 5
+        assert other[1].image == b"selftest/sm_80/()" and loads[2][0] == 1
+        _kernels.clear_module_memo()
+        again = _kernels.get_module(d0, "selftest")
+        assert again is not mods[0] and len(loads) == 6
+    finally:
+        _kernels.clear_module_memo()
