@@ -100,6 +100,7 @@
 #   overlap ENG27_W=2,3), peergoal (27:5 26:13 24:13)
 # Session 56: no call ran (18 requests, H200 and H100, 17:09-18:38 UTC; one machine taken back before its call finished);
 #   the same two calls still wait for an H200
+# Session 57: no call ran (four requests 20:13-20:37 UTC found no machine, then loans paused); the same two calls wait
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc
