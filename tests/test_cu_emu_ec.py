@@ -4,10 +4,13 @@ emulator (see tests/test_cu_emu.py), against the CPU backend (cuzk._native: ec.h
 formulas, _msm.batch_add, _r1cs.fixed_base_mul).
 """
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
 
+from helpers import run_threaded
 from test_cu_emu import R, to_arr
 
 from cuzk._cuda_pending import AFFINE_WORDS, XYZZ_WORDS
@@ -416,7 +419,6 @@ def test_fixed_base_frees_and_launches(gpu_fb, fake, monkeypatch):
 def test_fixed_base_table_ready_for_other_streams(gpu_fb, fake, seed):
     """Two threads (two streams) start on a table neither has: the one that builds it waits for
     its upload before sharing it, so the other's kernel, run out of order, still reads it."""
-    from helpers import run_threaded
     rnd = random.Random(seed)
     k = to_arr([rnd.randrange(R) for _ in range(64)], 32)
     want = _r1cs.fixed_base_mul("g1", _field.to_mont(k, "fr"))
@@ -452,9 +454,6 @@ def test_fixed_base_failure_mid_pipeline_cleans_up(gpu_fb, fake, monkeypatch, se
 def test_fixed_base_table_built_once(gpu_fb, monkeypatch):
     """A (group, base, window) table is built once per device, also for threads racing on its
     first use, and reused after; another window or base gets its own."""
-    import threading
-    import time
-    from helpers import run_threaded
     builds, real, lock = [], _r1cs.fixed_base_mul, threading.Lock()
 
     def counting(group, ks, base=None, **kw):
