@@ -221,7 +221,7 @@ def test_window_split_grids():
     """Both window grids split every bucket set evenly (P·threads divides H, powers of two), keep
     >= 8 buckets per thread where H allows, and "wave" never has more blocks than SMs (beyond one
     block per window) nor fewer buckets per thread than "spread"."""
-    from cuzk._cuda_msm import _window_split
+    from cuzk._cuda_msm import _grid, _pow2_floor, _scan_threads, _window_split
     for sm in (1, 4, 132):
         for c in range(2, 25):
             H = 1 << (c - 1)
@@ -238,11 +238,9 @@ def test_window_split_grids():
                 assert Ps == 1 or Wk * (Ps // 2) < 4 * sm
                 assert H // (2 * Pw * tw) < 8 or Wk * 2 * Pw > sm
     # the scan block's threads: ~1 per 16 tiles, a power of two in 32..1024
-    from cuzk._cuda_msm import _pow2_floor, _scan_threads
     assert [_pow2_floor(x) for x in (0, 1, 2, 3, 4, 1000, 1 << 40)] == [1, 1, 2, 2, 4, 512, 1 << 40]
     assert [_scan_threads(nt) for nt in (1, 16 * 64, 16 * 1000, 10 ** 9)] == [32, 64, 512, 1024]
     # a launch grid: one block per `threads` items, capped at one wave of resident blocks
-    from cuzk._cuda_msm import _grid
     assert [_grid(i, 128, 132, 2) for i in (0, 1, 128, 129, 1000, 10 ** 9)] == [1, 1, 1, 2, 8, 264]
 
 
@@ -287,10 +285,10 @@ def test_plan_invariants(gpu_msm):
                 assert dict(p.buffers)["entries"] == 4 * n * p.W
                 assert (dict(p.buffers)["sums_b"] == 0) == (p.levels == 1)     # level 1's sums only if it runs
                 # level 0's sums: sum_b ceil(cnt_b / S) <= ceil(n W / S) + nb, no more (the budget counts it)
-                sums1 = -(-n * p.W // p.S) + p.nb
-                assert dict(p.buffers)["sums_a"] == sums1 * M.XYZZ_WORDS["g1"] * 8
+                sums1, xyzz = -(-n * p.W // p.S) + p.nb, M.XYZZ_WORDS["g1"] * 8
+                assert dict(p.buffers)["sums_a"] == sums1 * xyzz
                 if p.levels > 1:                                   # level 1's: the same bound over level 0's sums
-                    assert dict(p.buffers)["sums_b"] == (-(-sums1 // p.S) + p.nb) * M.XYZZ_WORDS["g1"] * 8
+                    assert dict(p.buffers)["sums_b"] == (-(-sums1 // p.S) + p.nb) * xyzz
                 assert p.precompute_bytes == (k * n * 96 if k > 1 else 0)
     assert M.window_bits(1 << 24) > M.window_bits(1 << 16) > M.window_bits(1 << 8)
     assert M.window_bits(1 << 24) == M._C_AUTO_MAX                   # the search reaches its top width

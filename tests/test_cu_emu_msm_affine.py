@@ -38,10 +38,6 @@ def _level0_launches(fake, since, bal=""):  # noqa: F811
     return [x for x in fake.launches[since:] if x[0].startswith(f"cuzk_msm_sum_points_{bal}")]
 
 
-def _launched_affine(fake, since, bal):  # noqa: F811
-    return _level0_launches(fake, since, bal + "_")
-
-
 def test_affine_lanes_read_from_source(gpu_msm):
     """The host's lane count is the kernel's macro (one place: msm/msm.cuh)."""
     import re
@@ -244,5 +240,5 @@ def test_numpy_msm_batch_by_sampled_skew(gpu_msm, fake, rng, monkeypatch):  # no
         got = M.msm_g1(pts, fr_to_mont(sc), c=5, scalar_form="montgomery")
         assert np.array_equal(got, cpu_msm(pts, sc, "g1")), kind
         if kind != "zeros":
-            assert bool(_launched_affine(fake, since, "batch")) is batch, kind
+            assert bool(_level0_launches(fake, since, "batch_")) is batch, kind
     assert not M._skewed(np.zeros((0, 4), dtype=np.uint64), "canonical")
