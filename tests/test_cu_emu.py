@@ -762,7 +762,9 @@ def test_cuda_stages_streamed_key_equals_cpu(fake, monkeypatch):
     key = st.load_key(pk, budget=budget, where="host")
     assert isinstance(key, StreamedKey)
     part = st.prepare(key, asg, ctx, 9, 10)
-    st.run(part).synchronize()
+    done = st.run(part)
+    done.synchronize()
+    assert done.query() is True                 # the region's end event, complete
     assert st.finish(part) == prove(pk, asg, 9, 10, backend="cpu")
     key.release()
     ctx.close()

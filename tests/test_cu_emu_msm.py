@@ -779,6 +779,108 @@ def test_arena_holds_tails_and_kept_sort(gpu_msm, fake, rng, frac):
         b.free(s)
 
 
+def test_arena_slices_spill_and_kept_top():
+    """``_Arena`` alone: a fresh arena hands out 256-byte-aligned slices from its bottom; the
+    first request that does not fit, and every one after it until ``reset``, goes to the spill
+    pool; ``alloc_keep`` takes slices off the top (the bottom's limit) or the pool when they do
+    not fit above the bottom, and freeing one gives its bytes back."""
+    from cuzk._stages._cuda import _Arena, _Kept
+
+    class Spill:
+        def __init__(self):
+            self.asked = []
+
+        def alloc(self, nbytes, stream):
+            self.asked.append((nbytes, stream))
+            return ("spill", nbytes)
+
+    spill = Spill()
+    a = _Arena(1 << 20, 1024, spill)
+    r = a.alloc(100, "s")
+    assert (r.ptr, r.nbytes, a.at) == (1 << 20, 100, 256) and spill.asked == []
+    assert r.free("s") is None
+    r = a.alloc(512)
+    assert (r.ptr, a.at) == ((1 << 20) + 256, 768)
+    assert a.alloc(300, "s") == ("spill", 300)             # 768 + 512 > 1024
+    assert a.alloc(1, "t") == ("spill", 1)                  # spilling until reset
+    assert spill.asked == [(300, "s"), (1, "t")]
+    a.reset()
+    assert (a.at, a.spilling) == (0, False)
+    k = a.alloc_keep(200)
+    assert type(k) is _Kept and (k.ptr, k.nbytes) == ((1 << 20) + 768, 200) and a.top() == 768
+    assert a.alloc(512).ptr == 1 << 20 and a.at == 512
+    assert a.alloc(257) == ("spill", 257)                  # 512 + 512 > top 768
+    assert a.alloc_keep(512) == ("spill", 512)             # 768 - 512 < 512: no room above the bottom
+    a.reset()
+    k2 = a.alloc_keep(256)
+    assert k2.ptr == (1 << 20) + 512 and a.top() == 512 and a.kept == [k, k2]
+    k.free("s")
+    assert a.kept == [k2] and a.top() == 512
+    k2.free()
+    k2.free()                                               # a second free changes nothing
+    assert a.kept == [] and a.top() == 1024
+    a.reset()
+    assert a.alloc(768).ptr == 1 << 20 and a.alloc(256).ptr == (1 << 20) + 768   # an exact fit
+    assert a.alloc(1) == ("spill", 1)
+
+
+def test_abc_split_is_the_arena_replayed():
+    """``_abc_split`` (the bytes an MSM plan's buffers take in an arena of ``room`` bytes, and
+    beyond it) against an ``_Arena`` fed the same requests: exact fits, a too-large first
+    request, and random sizes."""
+    from cuzk._stages._cuda import _Arena, _abc_split, _align
+
+    class Spill:
+        def alloc(self, nbytes, stream):
+            return ("spill", nbytes)
+
+    def replay(buffers, room):
+        a, spilled = _Arena(4096, room, Spill()), 0
+        for _, nb in buffers:
+            if a.alloc(nb) == ("spill", nb):
+                spilled += _align(nb)
+        return a.at, spilled
+
+    assert _abc_split([("a", 256), ("b", 200)], 512) == (512, 0)
+    assert _abc_split([("a", 256), ("b", 257)], 512) == (256, 512)
+    assert _abc_split([("a", 600), ("b", 10)], 512) == (0, 1024)
+    assert _abc_split([], 0) == (0, 0)
+    rng = random.Random(5)
+    for _ in range(300):
+        buffers = [(str(i), rng.choice([1, 255, 256, 257, 1000, 4096])) for i in range(rng.randrange(6))]
+        room = rng.choice([0, 256, 512, 1024, 4096, rng.randrange(9000)])
+        assert _abc_split(buffers, room) == replay(buffers, room), (buffers, room)
+
+
+def test_pool_peaks_counts_kept_sort_and_batches():
+    """``_pool_peaks`` on stand-in plans, counted by hand: a giver keeping its sort (entries and
+    offsets off the arena's top, or in the pool when they do not fit above its bottom), a batch
+    addition between (its scratch plus the kept bytes), the taker (skips the sort's buffers),
+    and an MSM after the taker (the kept bytes gone)."""
+    from types import SimpleNamespace as NS
+    from cuzk._stages._cuda import _pool_peaks
+
+    sort = [("counts", 256), ("entries", 1024), ("off_a", 256), ("sums", 512)]
+    plans = [("b_g1:tail", "msm", NS(n=9, nb=31, buffers=sort, scratch_bytes=2048)),
+             ("ones", "batch", NS(n=9, scratch_bytes=300)),
+             ("l:tail", "msm", NS(n=9, nb=31, buffers=[("x", 1280)], scratch_bytes=1280)),
+             ("b_g2:tail", "msm", NS(n=9, nb=31, buffers=sort, scratch_bytes=2048)),
+             ("a:tail", "msm", NS(n=9, nb=31, buffers=[("x", 512)], scratch_bytes=512)),
+             ("c:tail", "msm", NS(n=0, nb=0, buffers=[], scratch_bytes=0))]
+    # room 1024: sums fills the bottom exactly; entries and the 256 offset bytes stay in the pool
+    assert _pool_peaks(plans, 1024, (0, 3)) == [1280, 1580, 2560, 1280, 0, 0]
+    # room 2048: entries off the top (l's 1280 no longer fit below them); the offsets do not
+    # fit above the bottom's 1024
+    assert _pool_peaks(plans, 2048, (0, 3)) == [256, 556, 1536, 256, 0, 0]
+    # room 1280: entries fit exactly above counts, then everything else spills
+    assert _pool_peaks(plans, 1280, (0, 3)) == [1024, 556, 1536, 768, 0, 0]
+    # no arena: every request in the pool
+    assert _pool_peaks(plans, 0, (0, 3)) == [2304, 1580, 2560, 1792, 512, 0]
+    # no sort shared: each MSM's requests alone
+    assert _pool_peaks(plans, 1024) == [1792, 300, 1280, 1792, 0, 0]    # entries spill, and all after it
+    assert _pool_peaks(plans, 0) == [2048, 300, 1280, 2048, 512, 0]
+
+
 def test_msm_rejects_bad_input(gpu_msm):
     pts = points("g1", 3)
     with pytest.raises(ValueError, match="2\\^255"):
