@@ -101,6 +101,8 @@
 # Session 56: no call ran (18 requests, H200 and H100, 17:09-18:38 UTC; one machine taken back before its call finished);
 #   the same two calls still wait for an H200
 # Session 57: no call ran (four requests 20:13-20:37 UTC found no machine, then loans paused); the same two calls wait
+# Session 58: eng27 (ENG27_MODES=coarse,two-lock ENG27_W=3, cut to fit the budget left after 17 refused requests) ran on
+#   an H100 (none of the H200s asked for since 23:10 UTC came): 1.22x; the H200 calls above still wait
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUZK_CACHE_DIR=/tmp/cuzk-kc

@@ -602,6 +602,69 @@ def test_cuda_stages_proof_equals_cpu(fake, monkeypatch, b_g2, precompute):
         key.release()
 
 
+def test_cuda_stages_upload_waits_for_its_bytes_and_counts_them(fake, monkeypatch):
+    """``upload`` (no early path) waits in the budget while another holder keeps the partition's
+    bytes, and goes on when they are released (it must not raise ``BudgetError``: the engine's
+    workers take turns that way); ``part.bytes_uploaded`` is every byte put through the worker's
+    pinned ring; the proof is the CPU's and the budget returns to the key alone."""
+    import threading
+    import time
+    from cuzk._budget import Budget
+    from cuzk._circuit import porep_like
+    from cuzk._keygen import keygen_random
+    from cuzk._prover import prove
+    import cuzk._stages._cuda as sc
+    _install_stages(fake, monkeypatch)
+    r1cs, inputs, aux = porep_like(7, 5)
+    pk = keygen_random(r1cs, seed=5)
+    asg = r1cs.assignment(inputs, aux)
+    put_bytes = []
+    real_put = sc._Ring.put
+
+    def put(self, dst_ptr, src, nbytes, *a, **kw):
+        put_bytes.append(nbytes)
+        return real_put(self, dst_ptr, src, nbytes, *a, **kw)
+    monkeypatch.setattr(sc._Ring, "put", put)
+    st = sc.CudaStages(threads=2, b_g2="gpu", precompute=1, early_h=False)
+    big = Budget(None, "big")
+    key = st.load_key(pk, budget=big, where="device")
+    ctx = st.context(budget=big)
+    put_bytes.clear()                                        # the key's own uploads
+    before = big.used
+    part = st.prepare(key, asg, ctx, 9, 10)
+    need = big.used - key.nbytes
+    assert need > 0 and part.bytes_uploaded == sum(put_bytes) > 0
+    # one reservation: the uploads, H's output, the plans' scratch peak (nothing more)
+    uploads = st._abc_uploads(part) + st._prep_uploads(part.prep)
+    assert part.hbuf == 4 and len(part.reservations) == 1
+    assert big.used - before == (sum(sc._align(nb) for _, _, nb in uploads) + part.n * 32
+                                 + st._scratch_peak(part))
+    st.run(part).synchronize()
+    want = st.finish(part)
+    assert want == prove(pk, asg, 9, 10, backend="cpu") and big.used == key.nbytes
+    ctx.close()
+    key.release()
+
+    tight = Budget(None, "tight")
+    key = st.load_key(pk, budget=tight, where="device")
+    tight.total = key.nbytes + need
+    ctx = st.context(budget=tight)
+    other = tight.reserve(1, "another worker's partition")
+    timer = threading.Timer(0.3, other.release)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        part = st.prepare(key, asg, ctx, 9, 10)
+    finally:
+        timer.join()
+    assert time.perf_counter() - t0 >= 0.25
+    st.run(part).synchronize()
+    assert st.finish(part) == want and tight.used == key.nbytes
+    ctx.close()
+    key.release()
+    assert tight.used == 0
+
+
 @pytest.mark.parametrize("share_sort,streams,side_scratch",
                          [(True, 2, True), (True, 1, True), (False, 2, True), (True, 2, False)])
 def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, streams, side_scratch):
@@ -615,7 +678,8 @@ def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, st
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random
     from cuzk._prover import prove
-    from cuzk._stages._cuda import CudaStages, _pool_peaks, device_budget
+    from cuzk._stages._cuda import (CudaStages, _abc_left, _abc_room, _h_scratch_beyond_abc,
+                                    _pool_peaks, device_budget)
     from test_cu_emu_msm import _SpyPool
     _install_stages(fake, monkeypatch)
     r1cs, inputs, aux = porep_like(8, 4)
@@ -652,6 +716,11 @@ def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, st
     assert (pair is not None) == share_sort
     rest = _pool_peaks(part.plans[1:], seen["room"], pair and (pair[0] - 1, pair[1] - 1))
     assert seen["peak"] == max(rest)
+    # the partition's scratch: H's MSM beyond a, b, c's buffer, beside the others' peak on the
+    # side stream, else the larger of the two
+    head = _h_scratch_beyond_abc(part.plans[0][2], part.n, True, _abc_room(part.n, part.hbuf))
+    assert part.plans[0][0] == "h" and part.scratch_reserved == st._scratch_peak(part)
+    assert st._scratch_peak(part) == (head + max(rest) if streams == 2 else max(head, max(rest)))
     pools = {c[3] for c in calls if c[0] and (c[1] or c[2] or c[0] == "g2")}
     if side_scratch:
         assert seen["room"] > 0 and pools == {"_Arena"}
@@ -659,6 +728,10 @@ def test_cuda_stages_b_g2_tail_takes_b_g1_sort(fake, monkeypatch, share_sort, st
         assert max(rest) < max(no_room)                 # the arena took some of it
         if streams == 2:            # the side stream waits for the H NTT before its first tail MSM
             assert any(sw is seen["side"] and ev is part.h_ntt for sw, ev in fake.waits)
+            # and takes only what H's MSM (running beside it) leaves of a, b, c's buffer
+            assert seen["room"] == _abc_left(part.plans[0][2], part.n) < _abc_room(part.n, part.hbuf)
+        else:
+            assert seen["room"] == _abc_room(part.n, part.hbuf)     # H's MSM is done by then
     else:
         assert seen["room"] == 0 and "_Arena" not in pools
     assert device_budget(st.device).used == 0

@@ -789,6 +789,50 @@ def test_stream_plan_splits_a_key_by_budget(deep):
     assert stream_plan(pk, 20 * gib, 3, 2, room, deep) == (1, ())    # none fits: one, all streamed
 
 
+def test_stream_sizing_defaults():
+    """The documented defaults of ``stream_chunk_bytes`` (STREAM_SLOTS slots, one partition, no
+    room, four H buffers) and ``stream_plan`` (also deep tables, ``room_h`` = ``room``): the
+    one-argument calls equal the explicit ones, and each default is one that changes the answer
+    somewhere (the PoRep-like 2^27 key of the test above, 20-120 GiB)."""
+    from types import SimpleNamespace
+    from cuzk._stages._cuda import (STREAM_CHUNK_SHARED, STREAM_SLOTS, partition_bytes,
+                                    stream_chunk_bytes, stream_plan)
+    gib, n = 1 << 30, 1 << 27
+    frac = {"h": 0.99999, "l": 0.9668, "a": 0.9658, "b_g1": 0.2466, "b_g2": 0.4932}
+    pk = SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96)) for q, f in frac.items()})
+    tables, room = 2 * n * 32, 3 * n * 32
+    frees = [g * gib for g in (20, 22, 26, 30, 36, 40, 48, 52, 60, 80, 120)]
+    chunk = {f: stream_chunk_bytes(n, f, tables) for f in frees}
+    assert chunk == {f: stream_chunk_bytes(n, f, tables, STREAM_SLOTS, 1, 0, 4) for f in frees}
+    for other in ((STREAM_SLOTS + 1, 1, 0, 4), (STREAM_SLOTS, 2, 0, 4), (STREAM_SLOTS, 1, room, 4),
+                  (STREAM_SLOTS, 1, 0, 3)):
+        assert chunk != {f: stream_chunk_bytes(n, f, tables, *other) for f in frees}, other
+    # two partitions whose slots keep exactly STREAM_CHUNK_SHARED: two, not one with larger slots
+    exact = tables + 2 * partition_bytes(n) + 3 * STREAM_CHUNK_SHARED
+    assert stream_chunk_bytes(n, exact, tables, 3, 2) == STREAM_CHUNK_SHARED
+    assert stream_chunk_bytes(n, exact - 3, tables, 3, 2) == stream_chunk_bytes(n, exact - 3, tables, 3, 1)
+    plan = {f: stream_plan(pk, f) for f in frees}
+    assert plan == {f: stream_plan(pk, f, STREAM_SLOTS, 1, 0, True, None, 4) for f in frees}
+    assert {p for p, _ in plan.values()} == {1}                # one partition asked for: one
+    for other in ((STREAM_SLOTS, 2, 0, True, None, 4), (STREAM_SLOTS, 1, room, True, None, 4),
+                  (STREAM_SLOTS, 1, 0, False, None, 4), (STREAM_SLOTS, 1, 0, True, None, 3),
+                  (STREAM_SLOTS, 1, 0, True, room, 4)):
+        assert plan != {f: stream_plan(pk, f, *other) for f in frees}, other
+
+
+def test_h_whole_and_heads_by_placement():
+    """``_h_whole``/``_heads``: H's bases are on the device whole for a resident key and for a
+    partly resident one that keeps H (the H MSM then runs in the region's head, after the H NTT),
+    not for one that streams H (its chunks interleave with the others')."""
+    from types import SimpleNamespace as NS
+    from cuzk._stages._cuda import _h_whole, _heads
+    for where, resident, whole in (("device", (), True), ("host", ("h",), True),
+                                   ("host", ("l", "h", "b_g1"), True), ("host", ("l", "a"), False),
+                                   ("host", (), False)):
+        key = NS(where=where, resident=resident)
+        assert _h_whole(key) is whole and _heads(NS(key=key)) == int(whole), (where, resident)
+
+
 def test_bench_single_paths(fake, monkeypatch, circuit):
     """``cuzk bench --single`` on the CUDA backend: cuzk.prove's one-call key on the early and the
     normal path, then cuzk.Prover's lasting key on the early path; every row verified, the same

@@ -881,6 +881,27 @@ def test_pool_peaks_counts_kept_sort_and_batches():
     assert _pool_peaks(plans, 0) == [2048, 300, 1280, 2048, 512, 0]
 
 
+@pytest.mark.parametrize("abc_scratch,streams,want", [(True, 1, 2048), (True, 2, 2560),
+                                                       (False, 1, 2048), (False, 2, 3072)])
+def test_scratch_peak_by_hand(abc_scratch, streams, want):
+    """``CudaStages._scratch_peak`` on stand-in plans, counted by hand (n = 8: a, b, c's buffer
+    768 bytes): H's MSM takes 512 + 512 (with ``abc_scratch`` 512 of them in the buffer, 256 of
+    it left), L's tail 2048 (never fits), A's 256 (fits the room left).  One stream: the largest;
+    the side stream: H's beside the largest of the others."""
+    from types import SimpleNamespace as NS
+    from cuzk._stages._cuda import CudaStages
+    st = CudaStages.__new__(CudaStages)
+    st.abc_scratch, st.side_scratch, st.share_sort, st.streams = abc_scratch, True, True, streams
+    h = NS(n=9, buffers=[("x", 512), ("w", 512)], scratch_bytes=1024)
+    plans = [("h", "msm", h), ("l:tail", "msm", NS(n=9, nb=1, buffers=[("y", 2048)], scratch_bytes=2048)),
+             ("a:tail", "msm", NS(n=9, nb=1, buffers=[("z", 256)], scratch_bytes=256))]
+    part = NS(plans=plans, n=8, hbuf=4, key=NS(h_head=True))
+    assert st._side_room(part) == (0 if not abc_scratch else 256 if streams == 2 else 768)
+    assert st._scratch_peak(part) == want
+    part.plans = []
+    assert st._scratch_peak(part) == 0
+
+
 def test_msm_rejects_bad_input(gpu_msm):
     pts = points("g1", 3)
     with pytest.raises(ValueError, match="2\\^255"):
