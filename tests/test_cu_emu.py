@@ -607,8 +607,6 @@ def test_cuda_stages_upload_waits_for_its_bytes_and_counts_them(fake, monkeypatc
     bytes, and goes on when they are released (it must not raise ``BudgetError``: the engine's
     workers take turns that way); ``part.bytes_uploaded`` is every byte put through the worker's
     pinned ring; the proof is the CPU's and the budget returns to the key alone."""
-    import threading
-    import time
     from cuzk._budget import Budget
     from cuzk._circuit import porep_like
     from cuzk._keygen import keygen_random

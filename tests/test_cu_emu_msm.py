@@ -779,22 +779,24 @@ def test_arena_holds_tails_and_kept_sort(gpu_msm, fake, rng, frac):
         b.free(s)
 
 
+class _Spill:
+    """An ``_Arena``'s spill pool that records its requests and hands out ("spill", nbytes)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def alloc(self, nbytes, stream):
+        self.asked.append((nbytes, stream))
+        return ("spill", nbytes)
+
+
 def test_arena_slices_spill_and_kept_top():
     """``_Arena`` alone: a fresh arena hands out 256-byte-aligned slices from its bottom; the
     first request that does not fit, and every one after it until ``reset``, goes to the spill
     pool; ``alloc_keep`` takes slices off the top (the bottom's limit) or the pool when they do
     not fit above the bottom, and freeing one gives its bytes back."""
     from cuzk._stages._cuda import _Arena, _Kept
-
-    class Spill:
-        def __init__(self):
-            self.asked = []
-
-        def alloc(self, nbytes, stream):
-            self.asked.append((nbytes, stream))
-            return ("spill", nbytes)
-
-    spill = Spill()
+    spill = _Spill()
     a = _Arena(1 << 20, 1024, spill)
     r = a.alloc(100, "s")
     assert (r.ptr, r.nbytes, a.at) == (1 << 20, 100, 256) and spill.asked == []
@@ -830,12 +832,8 @@ def test_abc_split_is_the_arena_replayed():
     request, and random sizes."""
     from cuzk._stages._cuda import _Arena, _abc_split, _align
 
-    class Spill:
-        def alloc(self, nbytes, stream):
-            return ("spill", nbytes)
-
     def replay(buffers, room):
-        a, spilled = _Arena(4096, room, Spill()), 0
+        a, spilled = _Arena(4096, room, _Spill()), 0
         for _, nb in buffers:
             if a.alloc(nb) == ("spill", nb):
                 spilled += _align(nb)
