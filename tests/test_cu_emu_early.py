@@ -733,6 +733,18 @@ def test_stream_chunk_bytes_by_budget():
     assert STREAM_CHUNK_SHARED <= c and tables + 2 * partition_bytes(n, whole) + 3 * c <= 48 * gib
 
 
+# The PoRep-like key's query sizes at 2^27, as fractions of n affine G1 points (96 bytes each)
+_POREP_QUERY_FRACTIONS = {"h": 0.99999, "l": 0.9668, "a": 0.9658, "b_g1": 0.2466, "b_g2": 0.4932}
+
+
+def _porep_key_sizes_2_27():
+    """A stand-in proving key with only the 2^27 PoRep-like key's domain and query byte sizes
+    (what ``stream_plan`` reads)."""
+    n = 1 << 27
+    return SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96))
+                                             for q, f in _POREP_QUERY_FRACTIONS.items()})
+
+
 @pytest.mark.parametrize("deep", [True, False])
 def test_stream_plan_splits_a_key_by_budget(deep):
     """``stream_plan`` at 2^27 with the PoRep-like key's query sizes (H 12.0, L 11.6, A 11.6, B_G1
@@ -740,14 +752,12 @@ def test_stream_plan_splits_a_key_by_budget(deep):
     partition 17.6 GiB): the most partitions in flight whose slots keep STREAM_CHUNK_SHARED, then
     the split with the fewest chunks, then the most bytes resident; what it keeps, its slots and
     its partitions fit the budget."""
-    from types import SimpleNamespace
     from cuzk._stages._cuda import (STREAM_CHUNK_MAX, STREAM_CHUNK_MIN, STREAM_CHUNK_SHARED, _align,
                                     _tables_bytes, partition_bytes, stream_chunk_bytes, stream_plan)
     gib, n = 1 << 30, 1 << 27
-    frac = {"h": 0.99999, "l": 0.9668, "a": 0.9658, "b_g1": 0.2466, "b_g2": 0.4932}
-    pk = SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96)) for q, f in frac.items()})
+    pk = _porep_key_sizes_2_27()
     room = 3 * n * 32
-    size = {q: getattr(pk, q).nbytes for q in frac}
+    size = {q: getattr(pk, q).nbytes for q in _POREP_QUERY_FRACTIONS}
     tables = _tables_bytes(n, deep)
     assert tables == (1 << 30) + 2 * (4 + 2 * 4096) * 32 + 4096 if deep else 8 * gib + 4096
     if deep:     # the 7 GiB the deep tables leave: more resident at 80 and 60, two in flight at 40
@@ -794,12 +804,10 @@ def test_stream_sizing_defaults():
     room, four H buffers) and ``stream_plan`` (also deep tables, ``room_h`` = ``room``): the
     one-argument calls equal the explicit ones, and each default is one that changes the answer
     somewhere (the PoRep-like 2^27 key of the test above, 20-120 GiB)."""
-    from types import SimpleNamespace
     from cuzk._stages._cuda import (STREAM_CHUNK_SHARED, STREAM_SLOTS, partition_bytes,
                                     stream_chunk_bytes, stream_plan)
     gib, n = 1 << 30, 1 << 27
-    frac = {"h": 0.99999, "l": 0.9668, "a": 0.9658, "b_g1": 0.2466, "b_g2": 0.4932}
-    pk = SimpleNamespace(domain_size=n, **{q: SimpleNamespace(nbytes=int(f * n * 96)) for q, f in frac.items()})
+    pk = _porep_key_sizes_2_27()
     tables, room = 2 * n * 32, 3 * n * 32
     frees = [g * gib for g in (20, 22, 26, 30, 36, 40, 48, 52, 60, 80, 120)]
     chunk = {f: stream_chunk_bytes(n, f, tables) for f in frees}
@@ -824,13 +832,12 @@ def test_h_whole_and_heads_by_placement():
     """``_h_whole``/``_heads``: H's bases are on the device whole for a resident key and for a
     partly resident one that keeps H (the H MSM then runs in the region's head, after the H NTT),
     not for one that streams H (its chunks interleave with the others')."""
-    from types import SimpleNamespace as NS
     from cuzk._stages._cuda import _h_whole, _heads
     for where, resident, whole in (("device", (), True), ("host", ("h",), True),
                                    ("host", ("l", "h", "b_g1"), True), ("host", ("l", "a"), False),
                                    ("host", (), False)):
-        key = NS(where=where, resident=resident)
-        assert _h_whole(key) is whole and _heads(NS(key=key)) == int(whole), (where, resident)
+        key = SimpleNamespace(where=where, resident=resident)
+        assert _h_whole(key) is whole and _heads(SimpleNamespace(key=key)) == int(whole), (where, resident)
 
 
 def test_bench_single_paths(fake, monkeypatch, circuit):

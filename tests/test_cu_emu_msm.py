@@ -6,6 +6,7 @@ References: the CPU MSM (cuzk._native._msm.msm / msm_indexed) for the sums, a Py
 recoding and Python big ints for the digits the device writes.
 """
 import random
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
@@ -855,7 +856,6 @@ def test_pool_peaks_counts_kept_sort_and_batches():
     offsets off the arena's top, or in the pool when they do not fit above its bottom), a batch
     addition between (its scratch plus the kept bytes), the taker (skips the sort's buffers),
     and an MSM after the taker (the kept bytes gone)."""
-    from types import SimpleNamespace as NS
     from cuzk._stages._cuda import _pool_peaks
 
     sort = [("counts", 256), ("entries", 1024), ("off_a", 256), ("sums", 512)]
@@ -886,7 +886,6 @@ def test_scratch_peak_by_hand(abc_scratch, streams, want):
     768 bytes): H's MSM takes 512 + 512 (with ``abc_scratch`` 512 of them in the buffer, 256 of
     it left), L's tail 2048 (never fits), A's 256 (fits the room left).  One stream: the largest;
     the side stream: H's beside the largest of the others."""
-    from types import SimpleNamespace as NS
     from cuzk._stages._cuda import CudaStages
     st = CudaStages.__new__(CudaStages)
     st.abc_scratch, st.side_scratch, st.share_sort, st.streams = abc_scratch, True, True, streams
